@@ -1,0 +1,145 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"codeauth/mail"
+	"codeauth/models"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// SendSignInCode issues a sign-in code for the address and e-mails it. It answers the same way
+// whether or not an account exists: the account is only created when the code is verified.
+// A new code replaces the previous one for the same address, with a fresh attempt budget.
+func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
+	email, err := NormalizeEmail(rawEmail)
+	if err != nil {
+		return err
+	}
+	code, err := s.issueCode(ctx, PurposeSignIn, email, email)
+	if err != nil {
+		return err
+	}
+	if err := s.mailer.Send(ctx, mail.SignInCode(s.siteName, email, code)); err != nil {
+		s.log.ErrorContext(ctx, "sending a sign-in code failed", "kind", mail.KindSignInCode, "error", err)
+		// A code nobody received must not stay live.
+		s.db.WithContext(ctx).Where("purpose = ? AND subject = ?", PurposeSignIn, email).Delete(&models.Verification{})
+		return fmt.Errorf("%w: %v", ErrDelivery, err)
+	}
+	return nil
+}
+
+// issueCode stores a new code for purpose and subject, replacing any live one in a single upsert
+// (the row gets a new id, so work in flight against the old code cannot touch the new one).
+func (s *Service) issueCode(ctx context.Context, purpose, subject, email string) (string, error) {
+	code, err := generateCode()
+	if err != nil {
+		return "", err
+	}
+	now := s.now()
+	v := models.Verification{
+		ID:        newID(),
+		Purpose:   purpose,
+		Subject:   subject,
+		Email:     email,
+		CodeHash:  s.keys.codeHash(purpose, subject, email, code),
+		Attempts:  0,
+		ExpiresAt: now.Add(OTPLifetime),
+		CreatedAt: now,
+	}
+	err = s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "purpose"}, {Name: "subject"}},
+		DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "expires_at", "created_at"}),
+	}).Create(&v).Error
+	if err != nil {
+		return "", fmt.Errorf("auth: storing a code: %w", err)
+	}
+	s.stats.codesIssued.Add(1)
+	return code, nil
+}
+
+// checkCode spends one attempt of the live code for purpose and subject and compares it with
+// code. On a match it returns the row, which the caller must consume (consumeCode) in the
+// transaction that acts on it; a failed transaction leaves the code usable.
+//
+// The attempt is spent by one conditional UPDATE committed on its own before the comparison, so
+// parallel guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons
+// in total, and a failure later in the request cannot roll the count back.
+func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string) (*models.Verification, error) {
+	if !validCodeShape(code) {
+		return nil, ErrInvalidOTP
+	}
+	db := s.db.WithContext(ctx)
+	var v models.Verification
+	err := db.Where("purpose = ? AND subject = ?", purpose, subject).Take(&v).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrInvalidOTP
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: reading a code: %w", err)
+	}
+	now := s.now()
+	if !now.Before(v.ExpiresAt) {
+		db.Where("id = ?", v.ID).Delete(&models.Verification{})
+		return nil, ErrOTPExpired
+	}
+	res := db.Model(&models.Verification{}).
+		Where("id = ? AND attempts < ? AND expires_at > ?", v.ID, OTPMaxAttempts, now).
+		Update("attempts", gorm.Expr("attempts + 1"))
+	if res.Error != nil {
+		return nil, fmt.Errorf("auth: counting an attempt: %w", res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return nil, s.spentCode(ctx, v.ID, now)
+	}
+	s.stats.codeComparisons.Add(1)
+	if !sameHash(v.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
+		return nil, ErrInvalidOTP
+	}
+	return &v, nil
+}
+
+// spentCode explains why no attempt could be spent on the row with id: it is gone (used or
+// replaced), out of attempts (it is deleted: the code is dead), or expired.
+func (s *Service) spentCode(ctx context.Context, id string, now time.Time) error {
+	db := s.db.WithContext(ctx)
+	var v models.Verification
+	err := db.Where("id = ?", id).Take(&v).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return ErrInvalidOTP
+	}
+	if err != nil {
+		return fmt.Errorf("auth: reading a code: %w", err)
+	}
+	if v.Attempts >= OTPMaxAttempts {
+		res := db.Where("id = ? AND attempts >= ?", id, OTPMaxAttempts).Delete(&models.Verification{})
+		if res.Error != nil {
+			return fmt.Errorf("auth: deleting a spent code: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			// A parallel request reported the exhaustion first.
+			return ErrInvalidOTP
+		}
+		return ErrTooManyAttempts
+	}
+	if !now.Before(v.ExpiresAt) {
+		db.Where("id = ?", id).Delete(&models.Verification{})
+		return ErrOTPExpired
+	}
+	return ErrInvalidOTP
+}
+
+// consumeCode deletes the matched code inside tx. Exactly one of any number of parallel requests
+// holding the same right code gets true; the others lost the race and must fail.
+func consumeCode(tx *gorm.DB, v *models.Verification) (bool, error) {
+	res := tx.Where("id = ? AND code_hash = ?", v.ID, v.CodeHash).Delete(&models.Verification{})
+	if res.Error != nil {
+		return false, fmt.Errorf("auth: consuming a code: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}

@@ -1,0 +1,33 @@
+// Package auth is the domain of the service: one-time codes, sign-up and sign-in, sessions and
+// their signing, and the cookie cache. It knows nothing of HTTP; the handlers translate its errors
+// into status codes and bodies in one place.
+package auth
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the service. Callers compare with errors.Is.
+var (
+	// ErrInvalidEmail means the address is not one this service accepts (see NormalizeEmail).
+	ErrInvalidEmail = errors.New("auth: invalid email")
+	// ErrInvalidOTP covers a wrong, malformed, replaced, used or unknown code.
+	ErrInvalidOTP = errors.New("auth: invalid otp")
+	// ErrOTPExpired means the code was right or wrong, but too late to matter.
+	ErrOTPExpired = errors.New("auth: otp expired")
+	// ErrTooManyAttempts means the code has used up its attempts and is now dead.
+	ErrTooManyAttempts = errors.New("auth: too many attempts")
+	// ErrDelivery means the e-mail could not be handed to the mailer; nothing was sent.
+	ErrDelivery = errors.New("auth: e-mail delivery failed")
+	// ErrUserNotFound means the signed-in user's account no longer exists.
+	ErrUserNotFound = errors.New("auth: user not found")
+)
+
+// FieldError is a rejected input field; Reason is written for the person who sent it.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason) }

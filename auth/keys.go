@@ -1,0 +1,39 @@
+package auth
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+)
+
+// keys are the secrets derived from AUTH_SECRET. Each use gets its own key, so no value signed
+// for one purpose verifies for another. The session cookie signature uses the secret itself: it
+// is the better-auth wire format (HMAC-SHA256(secret, token)) that existing clients carry.
+type keys struct {
+	cookie []byte      // signs session tokens in cookies and set-auth-token
+	otp    []byte      // keys the code hashes
+	cache  cipher.AEAD // seals the session_data cookie cache
+}
+
+func deriveKey(secret []byte, label string) []byte {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("codeauth key derivation v1\x00" + label))
+	return mac.Sum(nil)
+}
+
+func newKeys(secret []byte) (*keys, error) {
+	block, err := aes.NewCipher(deriveKey(secret, "session-cache"))
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &keys{
+		cookie: append([]byte(nil), secret...),
+		otp:    deriveKey(secret, "otp"),
+		cache:  aead,
+	}, nil
+}

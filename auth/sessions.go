@@ -1,0 +1,258 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"codeauth/models"
+
+	"gorm.io/gorm"
+)
+
+// Session timing (CONTRACT.md "Sessions and tokens").
+const (
+	// SessionLifetime is how long a session lives without being refreshed.
+	SessionLifetime = 60 * 24 * time.Hour
+	// SessionRefreshAge is how long after its last refresh a used session is extended again.
+	SessionRefreshAge = 24 * time.Hour
+	// CookieCacheTTL is how long the session_data cookie may answer for the database.
+	CookieCacheTTL = 300 * time.Second
+)
+
+// SessionState is a live session with its user, as one request sees it.
+type SessionState struct {
+	Session models.Session
+	User    models.User
+	// Token is the raw session token the request presented.
+	Token string
+	// Refreshed means this request extended the session: the cookie and set-auth-token must be
+	// sent again.
+	Refreshed bool
+	// Cached means the answer came from the cookie cache, without the database.
+	Cached bool
+}
+
+// SessionQuery is the credential a request presented and how it may be checked.
+type SessionQuery struct {
+	// Token is the raw token, its signature already verified when it arrived signed.
+	Token string
+	// Cache is the session_data cookie value, or "".
+	Cache string
+	// FromDatabase skips the cookie cache: routes that change the account use it.
+	FromDatabase bool
+	// NoRefresh leaves the expiry alone even when a refresh is due.
+	NoRefresh bool
+}
+
+// Session returns the live session for q, or nil when there is none: an unknown, expired or
+// revoked token, or a deleted account. A valid cookie cache answers without the database unless
+// the session is due for a refresh. Otherwise it is one indexed query, plus one UPDATE when the
+// session is refreshed.
+func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, error) {
+	if !wellFormedToken(q.Token) {
+		return nil, nil
+	}
+	now := s.now()
+	if q.Cache != "" && !q.FromDatabase {
+		if st, ok := s.decodeCache(q.Cache, q.Token, now); ok && !s.revoked.has(st.Session.ID, now) &&
+			(q.NoRefresh || now.Before(st.Session.UpdatedAt.Add(SessionRefreshAge))) {
+			return st, nil
+		}
+	}
+	st, err := s.loadSession(ctx, q.Token)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	if !now.Before(st.Session.ExpiresAt) || !now.Before(st.Session.AbsoluteExpiresAt) {
+		if err := s.db.WithContext(ctx).Where("id = ?", st.Session.ID).Delete(&models.Session{}).Error; err != nil {
+			s.log.WarnContext(ctx, "deleting an expired session failed", "error", err)
+		}
+		return nil, nil
+	}
+	if !q.NoRefresh && !now.Before(st.Session.UpdatedAt.Add(SessionRefreshAge)) {
+		expires := now.Add(SessionLifetime)
+		if expires.After(st.Session.AbsoluteExpiresAt) {
+			expires = st.Session.AbsoluteExpiresAt
+		}
+		if expires.After(st.Session.ExpiresAt) {
+			res := s.db.WithContext(ctx).Model(&models.Session{}).Where("id = ?", st.Session.ID).
+				Updates(map[string]any{"expires_at": expires, "updated_at": now})
+			if res.Error != nil {
+				return nil, fmt.Errorf("auth: refreshing a session: %w", res.Error)
+			}
+			if res.RowsAffected == 0 {
+				return nil, nil // signed out meanwhile
+			}
+			st.Session.ExpiresAt, st.Session.UpdatedAt, st.Refreshed = expires, now, true
+		}
+	}
+	return st, nil
+}
+
+// Remaining is how long the session has left before it expires, by the service's clock; the
+// session cookie's Max-Age.
+func (s *Service) Remaining(st *SessionState) time.Duration {
+	if d := st.Session.ExpiresAt.Sub(s.now()); d > 0 {
+		return d
+	}
+	return 0
+}
+
+// sessionRow is the one-query join of a session and its live user.
+type sessionRow struct {
+	SID                string `gorm:"column:s_id"`
+	SUserID            string `gorm:"column:s_user_id"`
+	SExpiresAt         time.Time `gorm:"column:s_expires_at"`
+	SAbsoluteExpiresAt time.Time `gorm:"column:s_absolute_expires_at"`
+	SIPAddress         string `gorm:"column:s_ip_address"`
+	SUserAgent         string `gorm:"column:s_user_agent"`
+	SCreatedAt         time.Time `gorm:"column:s_created_at"`
+	SUpdatedAt         time.Time `gorm:"column:s_updated_at"`
+	UEmail             string `gorm:"column:u_email"`
+	UName              string `gorm:"column:u_name"`
+	UEmailVerified     bool `gorm:"column:u_email_verified"`
+	UImage             *string `gorm:"column:u_image"`
+	UCreatedAt         time.Time `gorm:"column:u_created_at"`
+	UUpdatedAt         time.Time `gorm:"column:u_updated_at"`
+}
+
+const sessionQuery = `SELECT s.id AS s_id, s.user_id AS s_user_id, s.expires_at AS s_expires_at,
+ s.absolute_expires_at AS s_absolute_expires_at, s.ip_address AS s_ip_address, s.user_agent AS s_user_agent,
+ s.created_at AS s_created_at, s.updated_at AS s_updated_at,
+ u.email AS u_email, u.name AS u_name, u.email_verified AS u_email_verified, u.image AS u_image,
+ u.created_at AS u_created_at, u.updated_at AS u_updated_at
+ FROM sessions s JOIN users u ON u.id = s.user_id
+ WHERE s.token = ? AND u.deleted_at IS NULL`
+
+func (s *Service) loadSession(ctx context.Context, token string) (*SessionState, error) {
+	var rows []sessionRow
+	if err := s.db.WithContext(ctx).Raw(sessionQuery, hashToken(token)).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("auth: reading a session: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	r := rows[0]
+	return &SessionState{
+		Token: token,
+		Session: models.Session{
+			ID: r.SID, UserID: r.SUserID, ExpiresAt: r.SExpiresAt.UTC(), AbsoluteExpiresAt: r.SAbsoluteExpiresAt.UTC(),
+			IPAddress: r.SIPAddress, UserAgent: r.SUserAgent, CreatedAt: r.SCreatedAt.UTC(), UpdatedAt: r.SUpdatedAt.UTC(),
+		},
+		User: models.User{
+			ID: r.SUserID, Email: r.UEmail, Name: r.UName, EmailVerified: r.UEmailVerified, Image: r.UImage,
+			CreatedAt: r.UCreatedAt.UTC(), UpdatedAt: r.UUpdatedAt.UTC(),
+		},
+	}, nil
+}
+
+// createSession stores a new session for userID inside tx and returns its raw token.
+func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (string, models.Session, error) {
+	token, hash, err := newToken()
+	if err != nil {
+		return "", models.Session{}, err
+	}
+	now := s.now()
+	absolute := now.Add(s.sessionMaxAge)
+	expires := now.Add(SessionLifetime)
+	if expires.After(absolute) {
+		expires = absolute
+	}
+	sess := models.Session{
+		ID:                newID(),
+		Token:             hash,
+		UserID:            userID,
+		ExpiresAt:         expires,
+		AbsoluteExpiresAt: absolute,
+		IPAddress:         truncate(meta.IPAddress, 64),
+		UserAgent:         truncate(meta.UserAgent, 512),
+		CreatedAt:         now,
+		UpdatedAt:         now,
+	}
+	if err := tx.Create(&sess).Error; err != nil {
+		return "", models.Session{}, fmt.Errorf("auth: creating a session: %w", err)
+	}
+	return token, sess, nil
+}
+
+// SignOut ends the session of token, wherever it is used: cookie and bearer alike. An unknown
+// token is not an error; signing out is always allowed.
+func (s *Service) SignOut(ctx context.Context, token string) error {
+	if !wellFormedToken(token) {
+		return nil
+	}
+	db := s.db.WithContext(ctx)
+	var sess models.Session
+	err := db.Select("id").Where("token = ?", hashToken(token)).Take(&sess).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("auth: finding a session: %w", err)
+	}
+	if err := db.Where("id = ?", sess.ID).Delete(&models.Session{}).Error; err != nil {
+		return fmt.Errorf("auth: deleting a session: %w", err)
+	}
+	// Cookie caches issued by this instance stop answering for it at once.
+	now := s.now()
+	s.revoked.add(sess.ID, now, now.Add(CookieCacheTTL))
+	return nil
+}
+
+// ClientMeta describes the client a session is created for.
+type ClientMeta struct {
+	IPAddress string
+	UserAgent string
+}
+
+// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// revocations remembers sessions revoked in this process until any cookie cache that could still
+// vouch for them has expired, so a signed-out browser replaying its cache is refused at once.
+// Other instances learn of the revocation through the database once the cache expires.
+type revocations struct {
+	mu    sync.RWMutex
+	until map[string]time.Time
+	sweep int
+}
+
+func newRevocations() *revocations {
+	return &revocations{until: map[string]time.Time{}, sweep: 1024}
+}
+
+func (r *revocations) add(id string, now, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.until) >= r.sweep {
+		for k, t := range r.until {
+			if !now.Before(t) {
+				delete(r.until, k)
+			}
+		}
+		r.sweep = 2 * len(r.until)
+		if r.sweep < 1024 {
+			r.sweep = 1024
+		}
+	}
+	r.until[id] = until
+}
+
+func (r *revocations) has(id string, now time.Time) bool {
+	r.mu.RLock()
+	t, ok := r.until[id]
+	r.mu.RUnlock()
+	return ok && now.Before(t)
+}

@@ -1,0 +1,169 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"codeauth/mail"
+	"codeauth/models"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// SignInInput is one verification request.
+type SignInInput struct {
+	Email string
+	Code  string
+	// Name is used only when this verification creates the account.
+	Name   string
+	Client ClientMeta
+}
+
+// SignInResult is a successful verification.
+type SignInResult struct {
+	SessionState
+	// Created reports whether this verification created the account (a sign-up).
+	Created bool
+}
+
+// SignIn verifies a sign-in code and opens a session. An address without an account gets one
+// here, and nowhere else: an account exists only once someone has proved they read its mailbox.
+//
+// Consuming the code, creating the account with its UserData and linking earlier purchases, and
+// creating the session happen in one transaction; if it fails, the code stays usable. The welcome
+// e-mail goes out after the commit, and a failed send does not undo the sign-up.
+func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, error) {
+	email, err := NormalizeEmail(in.Email)
+	if err != nil {
+		return nil, err
+	}
+	name, err := ValidateName(in.Name)
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code)
+	if err != nil {
+		s.stats.failedVerifications.Add(1)
+		return nil, err
+	}
+
+	var res SignInResult
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		ok, err := consumeCode(tx, v)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrInvalidOTP
+		}
+		user, created, err := s.findOrCreateUser(tx, email, name)
+		if err != nil {
+			return err
+		}
+		token, sess, err := s.createSession(tx, user.ID, in.Client)
+		if err != nil {
+			return err
+		}
+		res = SignInResult{SessionState: SessionState{Session: sess, User: user, Token: token}, Created: created}
+		return nil
+	})
+	if err != nil {
+		s.stats.failedVerifications.Add(1)
+		return nil, err
+	}
+	s.stats.signIns.Add(1)
+	if res.Created {
+		s.stats.signUps.Add(1)
+		s.log.InfoContext(ctx, "account created", "user_id", res.User.ID)
+		if err := s.mailer.Send(ctx, mail.Welcome(s.siteName, res.User.Email)); err != nil {
+			s.log.WarnContext(ctx, "sending the welcome e-mail failed", "user_id", res.User.ID, "error", err)
+		}
+	}
+	return &res, nil
+}
+
+// findOrCreateUser returns the account for email, creating it with its sign-up effects when
+// there is none. The insert is ON CONFLICT DO NOTHING on the unique e-mail, so of two parallel
+// first verifications exactly one creates the account and runs the effects; the other signs in.
+// A soft-deleted account inside its grace period is restored by signing in.
+func (s *Service) findOrCreateUser(tx *gorm.DB, email, name string) (models.User, bool, error) {
+	now := s.now()
+	user := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
+	ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(&user)
+	if ins.Error != nil {
+		return models.User{}, false, fmt.Errorf("auth: creating a user: %w", ins.Error)
+	}
+	if ins.RowsAffected == 1 {
+		if err := s.signUpEffects(tx, user); err != nil {
+			return models.User{}, false, err
+		}
+		return user, true, nil
+	}
+
+	var existing models.User
+	if err := tx.Unscoped().Where("email = ?", email).Take(&existing).Error; err != nil {
+		return models.User{}, false, fmt.Errorf("auth: reading a user: %w", err)
+	}
+	changes := map[string]any{}
+	if existing.DeletedAt.Valid {
+		changes["deleted_at"] = nil
+	}
+	if !existing.EmailVerified {
+		// The code just proved the address.
+		changes["email_verified"] = true
+	}
+	if len(changes) > 0 {
+		changes["updated_at"] = now
+		if err := tx.Unscoped().Model(&models.User{}).Where("id = ?", existing.ID).Updates(changes).Error; err != nil {
+			return models.User{}, false, fmt.Errorf("auth: updating a user: %w", err)
+		}
+		existing.DeletedAt = gorm.DeletedAt{}
+		existing.EmailVerified = true
+		existing.UpdatedAt = now
+	}
+	existing.CreatedAt, existing.UpdatedAt = existing.CreatedAt.UTC(), existing.UpdatedAt.UTC()
+	return existing, false, nil
+}
+
+// signUpEffects runs in the transaction that creates the account: the UserData row, and every
+// purchase made with this address before the account existed is linked to it.
+func (s *Service) signUpEffects(tx *gorm.DB, user models.User) error {
+	if err := s.ensureUserData(tx, user.ID); err != nil {
+		return err
+	}
+	if err := tx.Model(&models.Purchase{}).Where("email = ? AND user_id IS NULL", user.Email).
+		Update("user_id", user.ID).Error; err != nil {
+		return fmt.Errorf("auth: linking purchases: %w", err)
+	}
+	return nil
+}
+
+// ensureUserData creates the user's UserData row with its defaults if it does not exist.
+func (s *Service) ensureUserData(tx *gorm.DB, userID string) error {
+	now := s.now()
+	ud := models.UserData{ID: newID(), UserID: userID, MarketingOptIn: false, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now}
+	if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "user_id"}}, DoNothing: true}).Create(&ud).Error; err != nil {
+		return fmt.Errorf("auth: creating user data: %w", err)
+	}
+	return nil
+}
+
+// Preferences returns the user's UserData, creating the default row for accounts that predate
+// it.
+func (s *Service) Preferences(ctx context.Context, userID string) (models.UserData, error) {
+	db := s.db.WithContext(ctx)
+	var ud models.UserData
+	err := db.Where("user_id = ?", userID).Take(&ud).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		if err := s.ensureUserData(db, userID); err != nil {
+			return models.UserData{}, err
+		}
+		err = db.Where("user_id = ?", userID).Take(&ud).Error
+	}
+	if err != nil {
+		return models.UserData{}, fmt.Errorf("auth: reading user data: %w", err)
+	}
+	return ud, nil
+}

@@ -1,0 +1,101 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"codeauth/models"
+
+	"gorm.io/gorm"
+)
+
+// MaxNameLength is the longest display name accepted, in characters.
+const MaxNameLength = 100
+
+// maxImageURLLength bounds the profile image URL.
+const maxImageURLLength = 2048
+
+// ValidateName returns the name trimmed of surrounding spaces, or a FieldError. Control
+// characters and bidirectional overrides are refused: a name is shown to people and written to
+// logs, where they could forge lines or disguise text.
+func ValidateName(name string) (string, error) {
+	name = strings.TrimSpace(name)
+	if !utf8.ValidString(name) {
+		return "", &FieldError{Field: "name", Reason: "Invalid input: not valid UTF-8"}
+	}
+	if utf8.RuneCountInString(name) > MaxNameLength {
+		return "", &FieldError{Field: "name", Reason: fmt.Sprintf("Too big: expected string to have <=%d characters", MaxNameLength)}
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F {
+			return "", &FieldError{Field: "name", Reason: "Invalid input: control characters are not allowed"}
+		}
+	}
+	return name, nil
+}
+
+// validateImage accepts an absolute http(s) URL.
+func validateImage(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if len(raw) > maxImageURLLength || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+		return "", &FieldError{Field: "image", Reason: "Invalid input: expected an absolute http(s) URL"}
+	}
+	return u.String(), nil
+}
+
+// UserUpdate is a change to a user's profile; nil fields stay as they are.
+type UserUpdate struct {
+	Name *string
+	// Image, when SetImage is true, replaces the image URL; nil clears it.
+	SetImage bool
+	Image    *string
+}
+
+// UpdateUser applies u to the user and returns the updated account.
+func (s *Service) UpdateUser(ctx context.Context, userID string, u UserUpdate) (models.User, error) {
+	changes := map[string]any{}
+	if u.Name != nil {
+		name, err := ValidateName(*u.Name)
+		if err != nil {
+			return models.User{}, err
+		}
+		changes["name"] = name
+	}
+	if u.SetImage {
+		if u.Image == nil {
+			changes["image"] = nil
+		} else {
+			img, err := validateImage(*u.Image)
+			if err != nil {
+				return models.User{}, err
+			}
+			changes["image"] = img
+		}
+	}
+	db := s.db.WithContext(ctx)
+	if len(changes) > 0 {
+		changes["updated_at"] = s.now()
+		res := db.Model(&models.User{}).Where("id = ?", userID).Updates(changes)
+		if res.Error != nil {
+			return models.User{}, fmt.Errorf("auth: updating a user: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return models.User{}, ErrUserNotFound
+		}
+	}
+	var user models.User
+	err := db.Where("id = ?", userID).Take(&user).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.User{}, ErrUserNotFound
+	}
+	if err != nil {
+		return models.User{}, fmt.Errorf("auth: reading a user: %w", err)
+	}
+	user.CreatedAt, user.UpdatedAt = user.CreatedAt.UTC(), user.UpdatedAt.UTC()
+	return user, nil
+}

@@ -1,0 +1,83 @@
+// Package handlers adapts HTTP to the auth domain: the better-auth-compatible JSON API under
+// /api/auth, the service's own /api routes and the health probes. Handlers parse and validate
+// requests, call auth, and shape answers; the rules live in auth.
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/middleware"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+)
+
+// BodyLimit is the largest request body accepted; larger ones get 413.
+const BodyLimit = 16 * 1024
+
+// Deps are what the HTTP layer needs.
+type Deps struct {
+	Auth *auth.Service
+	// CookiePrefix and Secure shape the session cookies (AUTH_COOKIE_PREFIX, https AUTH_URL).
+	CookiePrefix string
+	Secure       bool
+	// Ready reports whether the service can serve: the database answers.
+	Ready  func(context.Context) error
+	Logger *slog.Logger
+}
+
+// NewApp builds the Fiber application with every route and middleware. Tests drive the same
+// application the binary serves.
+func NewApp(d Deps) *fiber.App {
+	log := d.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	errorHandler := ErrorHandler(log)
+	app := fiber.New(fiber.Config{
+		AppName:               "codeauth",
+		BodyLimit:             BodyLimit,
+		ReadBufferSize:        8192,
+		ReadTimeout:           10 * time.Second,
+		WriteTimeout:          10 * time.Second,
+		IdleTimeout:           60 * time.Second,
+		DisableStartupMessage: true,
+		ErrorHandler:          errorHandler,
+	})
+
+	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
+	api := &authAPI{auth: d.Auth, sessions: sessions}
+	own := &ownAPI{auth: d.Auth}
+	health := &healthAPI{ready: d.Ready, log: log}
+
+	app.Use(middleware.RequestContext(log, errorHandler))
+	app.Use(recover.New())
+	app.Use(func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+		return c.Next()
+	})
+
+	app.Get("/healthz", health.alive)
+	app.Get("/readyz", health.readyz)
+
+	apiGroup := app.Group("/api", func(c *fiber.Ctx) error {
+		// Answers here are about one person; no cache may keep them.
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Next()
+	})
+	authGroup := apiGroup.Group("/auth")
+	authGroup.Post("/email-otp/send-verification-otp", api.sendVerificationOTP)
+	authGroup.Post("/sign-in/email-otp", api.signInEmailOTP)
+	authGroup.Get("/get-session", api.getSession)
+	authGroup.Post("/sign-out", api.signOut)
+	authGroup.Post("/update-user", sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized), api.updateUser)
+	authGroup.Get("/ok", api.ok)
+
+	apiGroup.Get("/me", sessions.Require(middleware.Options{}, errUnauthorized), own.me)
+
+	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
+	return app
+}

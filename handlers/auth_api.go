@@ -1,0 +1,132 @@
+package handlers
+
+import (
+	"codeauth/auth"
+	"codeauth/middleware"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// authAPI serves /api/auth, the better-auth-compatible JSON API.
+type authAPI struct {
+	auth     *auth.Service
+	sessions *middleware.Sessions
+}
+
+// otpTypes are the code types better-auth clients know. Only sign-in is used by this service:
+// every account is verified when it is created, passwords are off, and e-mail change has its own
+// routes, so the others are refused with INVALID_OTP_TYPE.
+var otpTypes = []string{"email-verification", "sign-in", "forget-password", "change-email"}
+
+// sendVerificationOTP is POST /email-otp/send-verification-otp {email, type}. It answers
+// {"success":true} for every valid address, whether or not it has an account.
+func (h *authAPI) sendVerificationOTP(c *fiber.Ctx) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	email := b.str("email", true)
+	typ := b.enum("type", otpTypes...)
+	if err := b.err(); err != nil {
+		return err
+	}
+	if typ != auth.PurposeSignIn {
+		return errInvalidOTPType
+	}
+	if err := h.auth.SendSignInCode(c.UserContext(), email); err != nil {
+		return err
+	}
+	return c.JSON(successResponse{Success: true})
+}
+
+// signInEmailOTP is POST /sign-in/email-otp {email, otp, name?}: it verifies the code, creates
+// the account for an unknown address, and opens a session (cookie, set-auth-token and the raw
+// token in the body).
+func (h *authAPI) signInEmailOTP(c *fiber.Ctx) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	email := b.str("email", true)
+	otp := b.str("otp", true)
+	name := b.str("name", false)
+	if err := b.err(); err != nil {
+		return err
+	}
+	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
+		Email: email, Code: otp, Name: name,
+		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
+	})
+	if err != nil {
+		return err
+	}
+	h.sessions.Issue(c, &res.SessionState, true)
+	return c.JSON(signInResponse{Token: res.Token, User: toUserJSON(res.User)})
+}
+
+// getSession is GET /get-session: the caller's session and user, or the JSON null. The query
+// flags follow better-auth, where any non-empty value means true (even "false").
+func (h *authAPI) getSession(c *fiber.Ctx) error {
+	st, err := h.sessions.Resolve(c, middleware.Options{
+		FromDatabase: c.Query("disableCookieCache") != "",
+		NoRefresh:    c.Query("disableRefresh") != "",
+	})
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderPragma, "no-cache")
+	if st == nil {
+		c.Type("json")
+		return c.SendString("null")
+	}
+	return c.JSON(sessionResponse{Session: toSessionJSON(st), User: toUserJSON(st.User)})
+}
+
+// signOut is POST /sign-out: it deletes the session, whichever way it was presented, and expires
+// the cookies. It always succeeds.
+func (h *authAPI) signOut(c *fiber.Ctx) error {
+	if _, err := readBody(c); err != nil {
+		return err
+	}
+	if cred := h.sessions.Credential(c); cred.Token != "" {
+		if err := h.auth.SignOut(c.UserContext(), cred.Token); err != nil {
+			return err
+		}
+	}
+	h.sessions.Clear(c)
+	return c.JSON(successResponse{Success: true})
+}
+
+// updateUser is POST /update-user {name?, image?}. The e-mail cannot change here.
+func (h *authAPI) updateUser(c *fiber.Ctx) error {
+	b, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if b.has("email") {
+		return errEmailCannotBeUpdated
+	}
+	var u auth.UserUpdate
+	u.Name = b.optStr("name")
+	u.Image, u.SetImage = b.nullableStr("image")
+	if err := b.err(); err != nil {
+		return err
+	}
+	if u.Name == nil && !u.SetImage {
+		return errNoFieldsToUpdate
+	}
+	st := middleware.Current(c)
+	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, u)
+	if err != nil {
+		return err
+	}
+	updated := *st
+	updated.User = user
+	h.sessions.Issue(c, &updated, h.sessions.CookieSent(c))
+	return c.JSON(statusResponse{Status: true})
+}
+
+// ok is GET /ok, better-auth's liveness probe.
+func (h *authAPI) ok(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"ok": true})
+}

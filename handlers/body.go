@@ -1,0 +1,176 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// jsonBody is a request body read strictly: a JSON object, UTF-8, each key once. Field readers
+// record every problem, and err reports them together in better-auth's validation format.
+type jsonBody struct {
+	fields map[string]json.RawMessage
+	issues []string
+}
+
+// readBody reads the request body. An empty body is allowed (it has no fields); a non-empty one
+// must be application/json (415 otherwise) and a single well-formed JSON object (400 otherwise).
+// Duplicate keys are refused rather than letting the last one silently win, so every component
+// that reads the body sees the same values.
+func readBody(c *fiber.Ctx) (*jsonBody, error) {
+	raw := bytes.TrimSpace(c.Body())
+	if len(raw) == 0 {
+		return &jsonBody{}, nil
+	}
+	ct := c.Get(fiber.HeaderContentType)
+	if ct == "" {
+		return nil, errContentTypeRequired
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
+		return nil, newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE",
+			fmt.Sprintf("Content-Type %q is not allowed. Allowed types: application/json", truncateForMessage(ct)))
+	}
+	if !utf8.Valid(raw) || !json.Valid(raw) {
+		return nil, errInvalidJSON
+	}
+	if raw[0] != '{' {
+		return nil, validationError("[body] Invalid input: expected object, received " + jsonType(raw))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.Token() // the opening brace, already checked
+	fields := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, errInvalidJSON
+		}
+		key, _ := tok.(string)
+		if _, dup := fields[key]; dup {
+			return nil, newAPIError(fiber.StatusBadRequest, "BAD_REQUEST",
+				fmt.Sprintf("Invalid JSON in request body: duplicate key %q", truncateForMessage(key)))
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, errInvalidJSON
+		}
+		fields[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, errInvalidJSON
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errInvalidJSON
+	}
+	return &jsonBody{fields: fields}, nil
+}
+
+// has reports whether the body has the field at all.
+func (b *jsonBody) has(name string) bool {
+	_, ok := b.fields[name]
+	return ok
+}
+
+// str reads a string field. A missing required field, or a value of another type, is recorded.
+func (b *jsonBody) str(name string, required bool) string {
+	raw, ok := b.fields[name]
+	if !ok {
+		if required {
+			b.issue(name, "Invalid input: expected string, received undefined")
+		}
+		return ""
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		b.issue(name, "Invalid input: expected string, received "+jsonType(raw))
+		return ""
+	}
+	return s
+}
+
+// optStr reads an optional string field; the pointer is nil when the field is absent.
+func (b *jsonBody) optStr(name string) *string {
+	if !b.has(name) {
+		return nil
+	}
+	s := b.str(name, false)
+	return &s
+}
+
+// nullableStr reads an optional field that may be a string or null: set reports presence and
+// value is nil for null.
+func (b *jsonBody) nullableStr(name string) (value *string, set bool) {
+	raw, ok := b.fields[name]
+	if !ok {
+		return nil, false
+	}
+	if string(raw) == "null" {
+		return nil, true
+	}
+	s := b.str(name, false)
+	return &s, true
+}
+
+// enum reads a required string field that must be one of options.
+func (b *jsonBody) enum(name string, options ...string) string {
+	raw, ok := b.fields[name]
+	var s string
+	if ok && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		for _, o := range options {
+			if s == o {
+				return s
+			}
+		}
+	}
+	b.issue(name, `Invalid option: expected one of "`+strings.Join(options, `"|"`)+`"`)
+	return ""
+}
+
+func (b *jsonBody) issue(field, reason string) {
+	b.issues = append(b.issues, "[body."+field+"] "+reason)
+}
+
+// err returns the recorded problems as one VALIDATION_ERROR, or nil.
+func (b *jsonBody) err() error {
+	if len(b.issues) == 0 {
+		return nil
+	}
+	return validationError(strings.Join(b.issues, "; "))
+}
+
+// jsonType names the JSON type of a raw value the way validation messages do.
+func jsonType(raw []byte) string {
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+// truncateForMessage keeps client-supplied text short and printable before echoing it back.
+func truncateForMessage(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s)
+	if utf8.RuneCountInString(s) > 64 {
+		s = string([]rune(s)[:64]) + "…"
+	}
+	return s
+}

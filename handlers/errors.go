@@ -1,0 +1,105 @@
+package handlers
+
+import (
+	"errors"
+	"log/slog"
+
+	"codeauth/auth"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// apiError is an error with its HTTP answer. Body: {"message": ..., "code": ...}.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+// errorBody is the JSON of every error answer.
+type errorBody struct {
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+func newAPIError(status int, code, message string) *apiError {
+	return &apiError{Status: status, Code: code, Message: message}
+}
+
+// The fixed error answers of the wire contract.
+var (
+	errUnauthorized          = newAPIError(fiber.StatusUnauthorized, "UNAUTHORIZED", "Unauthorized")
+	errInvalidJSON           = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST", "Invalid JSON in request body")
+	errInvalidOTPType        = newAPIError(fiber.StatusBadRequest, "INVALID_OTP_TYPE", "Invalid OTP type")
+	errEmailCannotBeUpdated  = newAPIError(fiber.StatusBadRequest, "EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated")
+	errNoFieldsToUpdate      = newAPIError(fiber.StatusBadRequest, "NO_FIELDS_TO_UPDATE", "No fields to update")
+	errContentTypeRequired   = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
+	errInternal              = newAPIError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
+	errServiceUnavailable    = newAPIError(fiber.StatusServiceUnavailable, "EMAIL_DELIVERY_FAILED", "The e-mail could not be sent. Please try again.")
+	errUnknownUser           = errUnauthorized
+	domainErrors             = map[error]*apiError{
+		auth.ErrInvalidEmail:    newAPIError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
+		auth.ErrInvalidOTP:      newAPIError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
+		auth.ErrOTPExpired:      newAPIError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
+		auth.ErrTooManyAttempts: newAPIError(fiber.StatusForbidden, "TOO_MANY_ATTEMPTS", "Too many attempts"),
+		auth.ErrDelivery:        errServiceUnavailable,
+		auth.ErrUserNotFound:    errUnknownUser,
+	}
+	// fiberErrors are the router's and the HTTP server's own failures.
+	fiberErrors = map[int]*apiError{
+		fiber.StatusBadRequest:                  newAPIError(fiber.StatusBadRequest, "BAD_REQUEST", "Bad request"),
+		fiber.StatusNotFound:                    newAPIError(fiber.StatusNotFound, "NOT_FOUND", "Not Found"),
+		fiber.StatusMethodNotAllowed:            newAPIError(fiber.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "Method not allowed"),
+		fiber.StatusRequestTimeout:              newAPIError(fiber.StatusRequestTimeout, "REQUEST_TIMEOUT", "Request timeout"),
+		fiber.StatusRequestEntityTooLarge:       newAPIError(fiber.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "Request body is too large"),
+		fiber.StatusRequestHeaderFieldsTooLarge: newAPIError(fiber.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "Request headers are too large"),
+	}
+)
+
+// validationError is 400 VALIDATION_ERROR with better-auth's "[body.<field>] <reason>" message.
+func validationError(message string) *apiError {
+	return newAPIError(fiber.StatusBadRequest, "VALIDATION_ERROR", message)
+}
+
+// toAPIError maps any error to its answer: the one place where domain errors become HTTP.
+func toAPIError(err error) (*apiError, bool) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae, true
+	}
+	for target, answer := range domainErrors {
+		if errors.Is(err, target) {
+			return answer, true
+		}
+	}
+	var fe *auth.FieldError
+	if errors.As(err, &fe) {
+		return validationError("[body." + fe.Field + "] " + fe.Reason), true
+	}
+	var fiberErr *fiber.Error
+	if errors.As(err, &fiberErr) {
+		if answer, ok := fiberErrors[fiberErr.Code]; ok {
+			return answer, true
+		}
+		if fiberErr.Code >= 400 && fiberErr.Code < 500 {
+			return newAPIError(fiberErr.Code, "BAD_REQUEST", fiberErr.Message), true
+		}
+	}
+	return errInternal, false
+}
+
+// ErrorHandler writes the JSON answer for an error returned by a handler or raised by the
+// server. Unexpected errors are logged with the request's id and answered with a generic 500 that
+// reveals nothing about the cause.
+func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		answer, known := toAPIError(err)
+		if !known {
+			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(), "path", c.Path(), "error", err)
+		}
+		c.Set(fiber.HeaderCacheControl, "no-store")
+		return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
+	}
+}

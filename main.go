@@ -1,0 +1,162 @@
+// Command codeauth is a passwordless e-mail-code authentication service.
+//
+//	codeauth            run the HTTP service (same as "codeauth serve")
+//	codeauth migrate    create or update the database schema, then exit
+//
+// Configuration comes from the environment; see README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/config"
+	"codeauth/handlers"
+	"codeauth/mail"
+	"codeauth/middleware"
+	"codeauth/models"
+
+	"gorm.io/gorm"
+)
+
+// shutdownTimeout bounds how long in-flight requests may take to finish after SIGTERM.
+const shutdownTimeout = 20 * time.Second
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "serve", "migrate":
+	case "help", "-h", "--help":
+		fmt.Println("usage: codeauth [serve|migrate]")
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve or migrate)\n", cmd)
+		return 2
+	}
+
+	cfg, err := config.Load(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "codeauth:", err)
+		return 2
+	}
+	log := newLogger(cfg)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	db, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		log.Error("database unavailable", "error", err)
+		return 1
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if cmd == "migrate" {
+		log.Info("schema is up to date")
+		return 0
+	}
+	if err := serve(ctx, cfg, db, log); err != nil {
+		log.Error("service stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	log := slog.New(middleware.LogHandler(h))
+	slog.SetDefault(log)
+	return log
+}
+
+func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*gorm.DB, error) {
+	db, err := models.Open(ctx, models.Options{
+		DatabaseURL: cfg.DatabaseURL,
+		SQLitePath:  cfg.SQLitePath(),
+		Now:         func() time.Time { return time.Now().UTC() },
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := models.Migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("migrating: %w", err)
+	}
+	return db, nil
+}
+
+func serve(ctx context.Context, cfg config.Config, db *gorm.DB, log *slog.Logger) error {
+	mailer, err := mail.New(cfg.EmailProviderAPIKey, os.Stdout)
+	if err != nil {
+		return err
+	}
+	svc, err := auth.New(auth.Options{
+		DB:            db,
+		Mailer:        mailer,
+		Secret:        cfg.Secret,
+		SessionMaxAge: cfg.SessionMaxAge,
+		SiteName:      cfg.SiteName,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	app := handlers.NewApp(handlers.Deps{
+		Auth:         svc,
+		CookiePrefix: cfg.CookiePrefix,
+		Secure:       cfg.Secure,
+		Ready:        sqlDB.PingContext,
+		Logger:       log,
+	})
+
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.Port))
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- app.Listener(ln) }()
+	database := "sqlite " + cfg.SQLitePath()
+	if cfg.UsesPostgres() {
+		database = "postgres"
+	}
+	log.Info("listening", "url", cfg.BaseURL, "port", cfg.Port, "database", database)
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	if err := app.ShutdownWithTimeout(shutdownTimeout); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}

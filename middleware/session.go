@@ -1,0 +1,218 @@
+package middleware
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"codeauth/auth"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
+)
+
+// SetAuthTokenHeader carries the signed session token to bearer clients.
+const SetAuthTokenHeader = "set-auth-token"
+
+// Sessions finds the caller's session from the request and writes session cookies. It owns the
+// cookie names and attributes: <prefix>.session_token holds the signed token (HttpOnly,
+// SameSite=Lax, Path=/, Secure and the __Secure- name prefix over https) and
+// <prefix>.session_data the sealed cookie cache.
+type Sessions struct {
+	auth        *auth.Service
+	tokenCookie string
+	dataCookie  string
+	secure      bool
+}
+
+// NewSessions returns the session middleware for the cookie prefix; secure is true when the
+// service is served over https.
+func NewSessions(svc *auth.Service, cookiePrefix string, secure bool) *Sessions {
+	name := cookiePrefix
+	if secure {
+		name = "__Secure-" + name
+	}
+	return &Sessions{auth: svc, tokenCookie: name + ".session_token", dataCookie: name + ".session_data", secure: secure}
+}
+
+// TokenCookie is the name of the session token cookie.
+func (m *Sessions) TokenCookie() string { return m.tokenCookie }
+
+// DataCookie is the name of the cookie cache.
+func (m *Sessions) DataCookie() string { return m.dataCookie }
+
+// CookieSent reports whether the request carried a session cookie, which marks a browser.
+func (m *Sessions) CookieSent(c *fiber.Ctx) bool {
+	return len(c.Context().Request.Header.Cookie(m.tokenCookie)) > 0
+}
+
+// Credential is the session token a request presented.
+type Credential struct {
+	// Token is the raw token, its signature checked.
+	Token string
+	// FromCookie is true for the session cookie, false for an Authorization bearer token.
+	FromCookie bool
+	// CookieSent reports whether the request carried a session cookie at all, valid or not.
+	CookieSent bool
+}
+
+// Credential extracts the session token: a bearer token in Authorization first (the signed
+// set-auth-token value or the raw token; the scheme is case-insensitive and surrounding spaces are
+// ignored), then the session cookie. A bearer token that does not verify is ignored, as
+// better-auth does, and the cookie is tried. A request with more than one Authorization header is
+// treated as carrying no credential at all.
+func (m *Sessions) Credential(c *fiber.Ctx) Credential {
+	cookie := c.Context().Request.Header.Cookie(m.tokenCookie)
+	cred := Credential{CookieSent: m.CookieSent(c)}
+	if auths := c.Context().Request.Header.PeekAll(fiber.HeaderAuthorization); len(auths) > 1 {
+		return cred
+	} else if len(auths) == 1 {
+		v := strings.TrimSpace(string(auths[0]))
+		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+			if token, ok := m.auth.BearerToken(strings.TrimSpace(v[7:])); ok {
+				cred.Token = token
+				return cred
+			}
+		}
+	}
+	if len(cookie) > 0 {
+		if token, ok := m.auth.VerifySignedToken(string(cookie)); ok {
+			cred.Token, cred.FromCookie = token, true
+		}
+	}
+	return cred
+}
+
+// Options say how strictly a request's session is checked.
+type Options struct {
+	// FromDatabase ignores the cookie cache: routes that change the account use it.
+	FromDatabase bool
+	// NoRefresh leaves the session's expiry alone.
+	NoRefresh bool
+}
+
+const localsKey = "codeauth.session"
+
+// Resolve returns the request's live session, or nil. It writes the cookies the answer calls for:
+// a refreshed session gets its cookie and set-auth-token again, a browser answered from the
+// database gets a fresh cookie cache, and a session cookie that leads nowhere is expired.
+// The result is kept for the rest of the request.
+func (m *Sessions) Resolve(c *fiber.Ctx, opts Options) (*auth.SessionState, error) {
+	if st, ok := c.Locals(localsKey).(*auth.SessionState); ok && !(st.Cached && opts.FromDatabase) {
+		return st, nil
+	}
+	cred := m.Credential(c)
+	if cred.Token == "" {
+		if cred.CookieSent {
+			m.Clear(c) // a cookie this service did not sign
+		}
+		return nil, nil
+	}
+	q := auth.SessionQuery{Token: cred.Token, FromDatabase: opts.FromDatabase, NoRefresh: opts.NoRefresh}
+	if cred.FromCookie {
+		q.Cache = string(c.Context().Request.Header.Cookie(m.dataCookie))
+	}
+	st, err := m.auth.Session(c.UserContext(), q)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		if cred.FromCookie {
+			m.Clear(c) // expired, signed out or deleted
+		}
+		return nil, nil
+	}
+	switch {
+	case st.Refreshed:
+		m.Issue(c, st, cred.FromCookie)
+	case cred.FromCookie && !st.Cached:
+		m.setCache(c, st)
+	}
+	c.Locals(localsKey, st)
+	return st, nil
+}
+
+// Require returns a handler that lets the request through only with a live session, answering
+// 401 otherwise. With opts.FromDatabase the session is checked against the database even when a
+// cookie cache is present.
+func (m *Sessions) Require(opts Options, unauthorized error) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		st, err := m.Resolve(c, opts)
+		if err != nil {
+			return err
+		}
+		if st == nil {
+			return unauthorized
+		}
+		return c.Next()
+	}
+}
+
+// Current returns the session Require or Resolve found for this request, or nil.
+func Current(c *fiber.Ctx) *auth.SessionState {
+	st, _ := c.Locals(localsKey).(*auth.SessionState)
+	return st
+}
+
+// Issue writes the session cookie and set-auth-token for st (sign-in, refresh, changes to the
+// account), and with cache the cookie cache too, then remembers st for the rest of the request.
+func (m *Sessions) Issue(c *fiber.Ctx, st *auth.SessionState, cache bool) {
+	signed := m.auth.SignToken(st.Token)
+	maxAge := int(m.auth.Remaining(st).Round(time.Second) / time.Second)
+	m.setCookie(c, m.tokenCookie, url.QueryEscape(signed), maxAge)
+	c.Set(SetAuthTokenHeader, signed)
+	exposeHeader(c, SetAuthTokenHeader)
+	if cache {
+		m.setCache(c, st)
+	}
+	c.Locals(localsKey, st)
+}
+
+func (m *Sessions) setCache(c *fiber.Ctx, st *auth.SessionState) {
+	value, err := m.auth.EncodeCache(st)
+	if err != nil {
+		return // the cache is an optimisation; the database still answers
+	}
+	m.setCookie(c, m.dataCookie, value, int(auth.CookieCacheTTL/time.Second))
+}
+
+// Clear expires the session cookie and the cookie cache.
+func (m *Sessions) Clear(c *fiber.Ctx) {
+	m.setCookie(c, m.tokenCookie, "", -1)
+	m.setCookie(c, m.dataCookie, "", -1)
+	c.Locals(localsKey, nil)
+}
+
+// setCookie writes one cookie; a negative maxAge deletes it.
+func (m *Sessions) setCookie(c *fiber.Ctx, name, value string, maxAge int) {
+	ck := fasthttp.AcquireCookie()
+	defer fasthttp.ReleaseCookie(ck)
+	ck.SetKey(name)
+	ck.SetValue(value)
+	ck.SetPath("/")
+	ck.SetHTTPOnly(true)
+	ck.SetSecure(m.secure)
+	ck.SetSameSite(fasthttp.CookieSameSiteLaxMode)
+	if maxAge < 0 {
+		ck.SetExpire(fasthttp.CookieExpireDelete)
+	} else {
+		ck.SetMaxAge(maxAge)
+	}
+	c.Response().Header.SetCookie(ck)
+}
+
+// exposeHeader adds name to Access-Control-Expose-Headers, keeping what is already listed.
+func exposeHeader(c *fiber.Ctx, name string) {
+	const h = fiber.HeaderAccessControlExposeHeaders
+	current := string(c.Response().Header.Peek(h))
+	for _, v := range strings.Split(current, ",") {
+		if strings.EqualFold(strings.TrimSpace(v), name) {
+			return
+		}
+	}
+	if current == "" {
+		c.Set(h, name)
+		return
+	}
+	c.Set(h, current+", "+name)
+}

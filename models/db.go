@@ -1,0 +1,139 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Options say which database to open.
+type Options struct {
+	// DatabaseURL is a postgres:// URL; empty selects the embedded SQLite database.
+	DatabaseURL string
+	// SQLitePath is the file of the embedded database, created with its folder if missing.
+	SQLitePath string
+	// Now is the clock GORM uses for CreatedAt and UpdatedAt. It must return UTC.
+	Now func() time.Time
+	// Logger receives slow-query and error reports. It never sees query arguments.
+	Logger *slog.Logger
+}
+
+// Open connects to the database chosen by opts and checks that it answers.
+func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
+	var dialector gorm.Dialector
+	if opts.DatabaseURL != "" {
+		dialector = postgres.New(postgres.Config{DSN: opts.DatabaseURL})
+	} else {
+		if err := os.MkdirAll(filepath.Dir(opts.SQLitePath), 0o700); err != nil {
+			return nil, fmt.Errorf("creating the data folder: %w", err)
+		}
+		dialector = sqlite.Open(sqliteDSN(opts.SQLitePath))
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	db, err := gorm.Open(dialector, &gorm.Config{
+		TranslateError:         true,
+		NowFunc:                opts.Now,
+		SkipDefaultTransaction: true,
+		PrepareStmt:            opts.DatabaseURL != "",
+		Logger:                 newLogger(log),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the database: %w", err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if opts.DatabaseURL == "" {
+		// One connection: SQLite allows one writer at a time, and a single connection turns
+		// would-be "database is locked" failures into an orderly queue inside database/sql.
+		sqlDB.SetMaxOpenConns(1)
+	} else {
+		sqlDB.SetMaxOpenConns(32)
+		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sqlDB.PingContext(pingCtx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("connecting to the database: %w", err)
+	}
+	return db, nil
+}
+
+// sqliteDSN turns on WAL (readers never wait for the writer), foreign keys, a busy timeout and
+// immediate transactions, which take the write lock up front instead of failing to upgrade later.
+func sqliteDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// migrationLockID is the PostgreSQL advisory lock that serialises migrations when several
+// instances start at once.
+const migrationLockID = 7_361_204_001
+
+// Migrate creates or updates every table and index. On PostgreSQL it holds an advisory lock so
+// instances starting together do not migrate concurrently.
+func Migrate(ctx context.Context, db *gorm.DB) error {
+	if db.Dialector.Name() != "postgres" {
+		return db.WithContext(ctx).AutoMigrate(All()...)
+	}
+	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		if err := conn.Exec("SELECT pg_advisory_lock(?)", migrationLockID).Error; err != nil {
+			return fmt.Errorf("taking the migration lock: %w", err)
+		}
+		defer conn.Exec("SELECT pg_advisory_unlock(?)", migrationLockID)
+		return conn.AutoMigrate(All()...)
+	})
+}
+
+// gormLogger reports errors and slow queries through slog without query arguments, which may
+// hold token hashes or e-mail addresses.
+type gormLogger struct {
+	log  *slog.Logger
+	slow time.Duration
+}
+
+func newLogger(log *slog.Logger) logger.Interface {
+	return &gormLogger{log: log, slow: 500 * time.Millisecond}
+}
+
+func (l *gormLogger) LogMode(logger.LogLevel) logger.Interface { return l }
+
+func (l *gormLogger) Info(ctx context.Context, msg string, args ...any) {
+	l.log.DebugContext(ctx, "gorm: "+msg)
+}
+
+func (l *gormLogger) Warn(ctx context.Context, msg string, args ...any) {
+	l.log.WarnContext(ctx, "gorm: "+msg)
+}
+
+func (l *gormLogger) Error(ctx context.Context, msg string, args ...any) {
+	l.log.ErrorContext(ctx, "gorm: "+msg)
+}
+
+// Trace logs slow statements only; failed ones are logged by whoever handles the error, so
+// expected failures (a unique-key conflict that is part of the logic) stay out of the error log.
+func (l *gormLogger) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	if elapsed := time.Since(begin); elapsed > l.slow {
+		l.log.WarnContext(ctx, "slow query", "elapsed", elapsed)
+	}
+}

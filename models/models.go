@@ -1,0 +1,112 @@
+// Package models holds the GORM models of the service and the code that opens and migrates the
+// database. The same models and migrations serve the embedded SQLite default and PostgreSQL.
+//
+// Every time stored here is UTC: SQLite keeps times as text, and UTC text sorts in time order.
+package models
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// User is one person's account. Email is the canonical (trimmed, lower-cased) address, unique
+// across live and soft-deleted accounts, so a deleted account can be restored during its grace
+// period and its address cannot be taken over in the meantime.
+type User struct {
+	ID            string         `gorm:"type:uuid;primaryKey"`
+	Email         string         `gorm:"size:254;not null;uniqueIndex"`
+	Name          string         `gorm:"size:200;not null"`
+	EmailVerified bool           `gorm:"not null"`
+	Image         *string        `gorm:"size:2048"`
+	CreatedAt     time.Time      `gorm:"not null"`
+	UpdatedAt     time.Time      `gorm:"not null"`
+	DeletedAt     gorm.DeletedAt `gorm:"index"`
+}
+
+// Session is one signed-in device or client. Token holds the SHA-256 of the session token, never
+// the token itself, so a leaked table yields no usable session. ExpiresAt is the sliding
+// expiry; AbsoluteExpiresAt caps it however often the session is refreshed.
+type Session struct {
+	ID                string    `gorm:"type:uuid;primaryKey"`
+	Token             string    `gorm:"size:64;not null;uniqueIndex"`
+	UserID            string    `gorm:"type:uuid;not null;index"`
+	User              *User     `gorm:"constraint:OnDelete:CASCADE"`
+	ExpiresAt         time.Time `gorm:"not null;index"`
+	AbsoluteExpiresAt time.Time `gorm:"not null"`
+	IPAddress         string    `gorm:"size:64;not null"`
+	UserAgent         string    `gorm:"size:512;not null"`
+	CreatedAt         time.Time `gorm:"not null"`
+	UpdatedAt         time.Time `gorm:"not null"`
+}
+
+// Account links a user to an external identity provider. Passwordless sign-in does not use it;
+// it is kept so the schema matches what better-auth-based tools expect.
+type Account struct {
+	ID         string    `gorm:"type:uuid;primaryKey"`
+	UserID     string    `gorm:"type:uuid;not null;index"`
+	User       *User     `gorm:"constraint:OnDelete:CASCADE"`
+	ProviderID string    `gorm:"size:64;not null"`
+	AccountID  string    `gorm:"size:255;not null"`
+	CreatedAt  time.Time `gorm:"not null"`
+	UpdatedAt  time.Time `gorm:"not null"`
+}
+
+// Verification is one live one-time code. There is at most one per purpose and subject (the
+// unique index), so issuing a new code replaces the previous one. Subject is the canonical e-mail
+// for sign-in codes and the requesting user's id for codes bound to an account; Email is the
+// address the code was sent to. CodeHash is an HMAC of the code bound to purpose, subject and
+// e-mail. Attempts counts comparisons made, raised by one atomic conditional UPDATE each.
+type Verification struct {
+	ID        string    `gorm:"type:uuid;primaryKey"`
+	Purpose   string    `gorm:"size:32;not null;uniqueIndex:idx_verification_subject,priority:1"`
+	Subject   string    `gorm:"size:254;not null;uniqueIndex:idx_verification_subject,priority:2"`
+	Email     string    `gorm:"size:254;not null"`
+	CodeHash  string    `gorm:"size:64;not null"`
+	Attempts  int       `gorm:"not null"`
+	ExpiresAt time.Time `gorm:"not null;index"`
+	CreatedAt time.Time `gorm:"not null"`
+}
+
+// UserData is the service's own per-user preference record, created with the account.
+type UserData struct {
+	ID              string    `gorm:"type:uuid;primaryKey"`
+	UserID          string    `gorm:"type:uuid;not null;uniqueIndex"`
+	User            *User     `gorm:"constraint:OnDelete:CASCADE"`
+	MarketingOptIn  bool      `gorm:"not null"`
+	IsTrialEligible bool      `gorm:"not null"`
+	CreatedAt       time.Time `gorm:"not null"`
+	UpdatedAt       time.Time `gorm:"not null"`
+}
+
+// TableName keeps the table name singular, as the spec names it.
+func (UserData) TableName() string { return "user_data" }
+
+// AuthThrottle is a persistent counter shared by every instance, such as the code sends per
+// e-mail address in the current window. Key names what is counted; the row is dead after ResetAt.
+type AuthThrottle struct {
+	Key       string    `gorm:"size:300;primaryKey"`
+	Count     int       `gorm:"not null"`
+	ResetAt   time.Time `gorm:"not null;index"`
+	UpdatedAt time.Time `gorm:"not null"`
+}
+
+// TableName is auth_throttle, the name the spec and the scheduled prune task use.
+func (AuthThrottle) TableName() string { return "auth_throttle" }
+
+// Purchase is something bought, possibly before its buyer had an account. UserID is filled in
+// when an account with that e-mail exists or is created.
+type Purchase struct {
+	ID          string    `gorm:"type:uuid;primaryKey"`
+	Email       string    `gorm:"size:254;not null;index"`
+	UserID      *string   `gorm:"type:uuid;index"`
+	User        *User     `gorm:"constraint:OnDelete:SET NULL"`
+	Product     string    `gorm:"size:200;not null"`
+	PurchasedAt time.Time `gorm:"not null"`
+	CreatedAt   time.Time `gorm:"not null"`
+}
+
+// All lists every model, in the order they are migrated.
+func All() []any {
+	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &AuthThrottle{}, &Purchase{}}
+}
