@@ -1,0 +1,384 @@
+package handlers_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/internal/apptest"
+	"codeauth/models"
+)
+
+const (
+	sendPath   = "/api/auth/email-otp/send-verification-otp"
+	signInPath = "/api/auth/sign-in/email-otp"
+)
+
+func signIn(e *apptest.Env, email, otp string) *apptest.Response {
+	return e.Post(signInPath, map[string]any{"email": email, "otp": otp})
+}
+
+// wrongCode returns a well-formed code different from code.
+func wrongCode(code string, n int) string {
+	for i := 0; ; i++ {
+		c := fmt.Sprintf("%0*d", auth.OTPLength, (n*7919+i)%1000000)
+		if c != code {
+			return c
+		}
+	}
+}
+
+func TestSendCode_AnswersSuccessAndMailsACode(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		r := e.Post(sendPath, map[string]any{"email": "alice@example.com", "type": "sign-in"})
+		if r.Status != http.StatusOK || string(r.Body) != `{"success":true}` {
+			t.Fatalf("got %d %s, want 200 {\"success\":true}", r.Status, r.Body)
+		}
+		// Catalogue A1: exactly OTP_LENGTH characters of the alphabet.
+		code := e.Mailer.LastCode("alice@example.com")
+		if len(code) != auth.OTPLength || strings.Trim(code, auth.OTPAlphabet) != "" {
+			t.Fatalf("code %q is not %d characters of %q", code, auth.OTPLength, auth.OTPAlphabet)
+		}
+		// Catalogue A4, A10: the code is stored only as a keyed hash, and no account exists yet.
+		var v models.Verification
+		if err := e.DB.Take(&v).Error; err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(v.CodeHash, code) || v.Attempts != 0 || v.Email != "alice@example.com" {
+			t.Fatalf("stored verification %+v holds the code or wrong fields", v)
+		}
+		if got := v.ExpiresAt.Sub(v.CreatedAt); got != auth.OTPLifetime {
+			t.Fatalf("code lifetime = %v, want %v", got, auth.OTPLifetime)
+		}
+		if n := e.Count(&models.User{}); n != 0 {
+			t.Fatalf("users after a send = %d, want 0 (catalogue A10)", n)
+		}
+		if strings.Contains(e.Logs.String(), code) {
+			t.Fatal("the code appears in the service log (catalogue A4)")
+		}
+	})
+}
+
+// Catalogue M102: a send for a known and for an unknown address are answered identically.
+func TestSendCode_SameAnswerForKnownAndUnknownAddress(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		e.SignIn("known@example.com")
+		known := e.Post(sendPath, map[string]any{"email": "known@example.com", "type": "sign-in"})
+		unknown := e.Post(sendPath, map[string]any{"email": "unknown@example.com", "type": "sign-in"})
+		if known.Status != unknown.Status || string(known.Body) != string(unknown.Body) {
+			t.Fatalf("known: %d %s; unknown: %d %s", known.Status, known.Body, unknown.Status, unknown.Body)
+		}
+		for _, h := range []http.Header{known.Header, unknown.Header} {
+			h.Del("Date")
+			h.Del("X-Request-Id")
+		}
+		if fmt.Sprint(known.Header) != fmt.Sprint(unknown.Header) {
+			t.Fatalf("headers differ:\n%v\n%v", known.Header, unknown.Header)
+		}
+	})
+}
+
+func TestSendCode_OnlySignInType(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		for _, typ := range []string{"change-email", "forget-password", "email-verification"} {
+			e.Post(sendPath, map[string]any{"email": "a@example.com", "type": typ}).ExpectError(t, 400, "INVALID_OTP_TYPE")
+		}
+		r := e.Post(sendPath, map[string]any{"email": "a@example.com", "type": "magic"})
+		r.ExpectError(t, 400, "VALIDATION_ERROR")
+		if !strings.Contains(string(r.Body), `[body.type] Invalid option`) {
+			t.Fatalf("message %s does not name body.type", r.Body)
+		}
+		if n := len(e.Mailer.Messages()); n != 0 {
+			t.Fatalf("%d e-mails sent for refused types", n)
+		}
+	})
+}
+
+func TestVerify_RightCodeSignsUpThenSignsIn(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("new@example.com")
+		r := e.Post(signInPath, map[string]any{"email": "new@example.com", "otp": code, "name": "  Ada Lovelace "})
+		if r.Status != 200 {
+			t.Fatalf("sign-up: %d %s", r.Status, r.Body)
+		}
+		var body struct {
+			Token string `json:"token"`
+			User  struct {
+				ID            string  `json:"id"`
+				Email         string  `json:"email"`
+				Name          string  `json:"name"`
+				EmailVerified bool    `json:"emailVerified"`
+				Image         *string `json:"image"`
+				CreatedAt     string  `json:"createdAt"`
+				UpdatedAt     string  `json:"updatedAt"`
+			} `json:"user"`
+		}
+		r.Decode(t, &body)
+		u := body.User
+		if u.Email != "new@example.com" || u.Name != "Ada Lovelace" || !u.EmailVerified || u.Image != nil || len(u.ID) != 36 {
+			t.Fatalf("user = %+v", u)
+		}
+		if _, err := time.Parse("2006-01-02T15:04:05.000Z", u.CreatedAt); err != nil {
+			t.Fatalf("createdAt %q is not an ISO 8601 UTC time: %v", u.CreatedAt, err)
+		}
+		if len(body.Token) != 43 {
+			t.Fatalf("token %q is not 43 base64url characters (256 bits)", body.Token)
+		}
+
+		// The same address again signs in to the same account; the name is not changed.
+		code = e.SendCode("new@example.com")
+		r = e.Post(signInPath, map[string]any{"email": "new@example.com", "otp": code, "name": "Someone Else"})
+		var again struct {
+			User struct{ ID, Name string } `json:"user"`
+		}
+		r.Decode(t, &again)
+		if again.User.ID != u.ID || again.User.Name != "Ada Lovelace" {
+			t.Fatalf("second sign-in got user %+v, want the first account unchanged", again.User)
+		}
+		if n := e.Count(&models.User{}); n != 1 {
+			t.Fatalf("users = %d, want 1", n)
+		}
+	})
+}
+
+func TestVerify_WrongCodeIsInvalidOTP(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("alice@example.com")
+		r := signIn(e, "alice@example.com", wrongCode(code, 1))
+		r.ExpectError(t, 400, "INVALID_OTP")
+		if r.RawSetCookie("auth.session_token") != "" || r.Header.Get("set-auth-token") != "" {
+			t.Fatal("a failed verification set a session")
+		}
+		if n := e.Count(&models.Session{}); n != 0 {
+			t.Fatalf("sessions = %d after a wrong code", n)
+		}
+	})
+}
+
+// Catalogue B12: five wrong codes, then the right one is refused with 403 and the code is dead.
+func TestVerify_FiveWrongThenRightIsTooManyAttempts(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("alice@example.com")
+		for i := 0; i < auth.OTPMaxAttempts; i++ {
+			signIn(e, "alice@example.com", wrongCode(code, i)).ExpectError(t, 400, "INVALID_OTP")
+		}
+		signIn(e, "alice@example.com", code).ExpectError(t, 403, "TOO_MANY_ATTEMPTS")
+		// Dead afterwards: better-auth answers INVALID_OTP from here on.
+		signIn(e, "alice@example.com", code).ExpectError(t, 400, "INVALID_OTP")
+		if n := e.Count(&models.Session{}); n != 0 {
+			t.Fatalf("sessions = %d, want 0", n)
+		}
+		if n := e.Count(&models.User{}); n != 0 {
+			t.Fatalf("users = %d, want 0", n)
+		}
+		// A new code gets a new budget.
+		code = e.SendCode("alice@example.com")
+		if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+			t.Fatalf("fresh code after lockout: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// Catalogue B13: 50 parallel wrong guesses compare at most 5 times in total, and the right code
+// is dead afterwards.
+func TestVerify_ParallelGuessesNeverPassTheAttemptBudget(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("victim@example.com")
+		before := e.Auth.Stats().CodeComparisons
+		var wg sync.WaitGroup
+		statuses := make([]int, 50)
+		for i := range statuses {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				statuses[i] = signIn(e, "victim@example.com", wrongCode(code, i)).Status
+			}(i)
+		}
+		wg.Wait()
+		if got := e.Auth.Stats().CodeComparisons - before; got != auth.OTPMaxAttempts {
+			t.Fatalf("comparisons = %d, want exactly %d", got, auth.OTPMaxAttempts)
+		}
+		for i, s := range statuses {
+			if s != 400 && s != 403 {
+				t.Fatalf("guess %d got status %d", i, s)
+			}
+		}
+		var v models.Verification
+		if err := e.DB.Where("subject = ?", "victim@example.com").Take(&v).Error; err == nil && v.Attempts > auth.OTPMaxAttempts {
+			t.Fatalf("stored attempts = %d, more than %d", v.Attempts, auth.OTPMaxAttempts)
+		}
+		if r := signIn(e, "victim@example.com", code); r.Status == 200 {
+			t.Fatal("the right code still worked after the budget was spent")
+		}
+	})
+}
+
+// Catalogue B15: ten parallel requests with the right code open exactly one session.
+func TestVerify_ParallelRightCodesOpenOneSession(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("race@example.com")
+		var wg sync.WaitGroup
+		statuses := make([]int, 10)
+		for i := range statuses {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				statuses[i] = signIn(e, "race@example.com", code).Status
+			}(i)
+		}
+		wg.Wait()
+		ok := 0
+		for _, s := range statuses {
+			switch s {
+			case 200:
+				ok++
+			case 400, 403:
+			default:
+				t.Fatalf("status %d in %v", s, statuses)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d successes in %v, want exactly 1", ok, statuses)
+		}
+		if n := e.Count(&models.Session{}); n != 1 {
+			t.Fatalf("sessions = %d, want 1", n)
+		}
+	})
+}
+
+// Catalogue A2: a code works until its 600th second and not at or after it.
+func TestVerify_CodeExpiresAt600Seconds(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("alice@example.com")
+		e.Clock.Advance(auth.OTPLifetime - time.Second)
+		if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+			t.Fatalf("at 599 s: %d %s", r.Status, r.Body)
+		}
+		code = e.SendCode("alice@example.com")
+		e.Clock.Advance(auth.OTPLifetime)
+		signIn(e, "alice@example.com", code).ExpectError(t, 400, "OTP_EXPIRED")
+		// The expired code is gone, not merely refused.
+		signIn(e, "alice@example.com", code).ExpectError(t, 400, "INVALID_OTP")
+	})
+}
+
+// Catalogue A3: a new code replaces the old one.
+func TestVerify_ReplacedCodeIsDead(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		first := e.SendCode("alice@example.com")
+		second := e.SendCode("alice@example.com")
+		if first == second {
+			second = e.SendCode("alice@example.com") // one in a million: draw again
+		}
+		signIn(e, "alice@example.com", first).ExpectError(t, 400, "INVALID_OTP")
+		if r := signIn(e, "alice@example.com", second); r.Status != 200 {
+			t.Fatalf("latest code: %d %s", r.Status, r.Body)
+		}
+		if n := e.Count(&models.Verification{}); n != 0 {
+			t.Fatalf("verifications left = %d, want 0", n)
+		}
+	})
+}
+
+// Catalogue B16: a used code cannot be replayed.
+func TestVerify_UsedCodeFails(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("alice@example.com")
+		if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+			t.Fatalf("first use: %d", r.Status)
+		}
+		signIn(e, "alice@example.com", code).ExpectError(t, 400, "INVALID_OTP")
+		if n := e.Count(&models.Session{}); n != 1 {
+			t.Fatalf("sessions = %d, want 1", n)
+		}
+	})
+}
+
+// Catalogue B17: a code is bound to its address. Submitting a's code as b spends one of b's
+// attempts and leaves a's code valid.
+func TestVerify_CodeForAnotherEmailFails(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		codeA := e.SendCode("a@example.com")
+		codeB := e.SendCode("b@example.com")
+		if codeA == codeB {
+			codeB = e.SendCode("b@example.com")
+		}
+		signIn(e, "b@example.com", codeA).ExpectError(t, 400, "INVALID_OTP")
+		var v models.Verification
+		e.DB.Where("subject = ?", "b@example.com").Take(&v)
+		if v.Attempts != 1 {
+			t.Fatalf("b's attempts = %d, want 1", v.Attempts)
+		}
+		if r := signIn(e, "a@example.com", codeA); r.Status != 200 {
+			t.Fatalf("a's own code: %d %s", r.Status, r.Body)
+		}
+		// Without any code pending, a code is simply invalid.
+		signIn(e, "c@example.com", codeA).ExpectError(t, 400, "INVALID_OTP")
+	})
+}
+
+// Catalogue B22: malformed codes are refused before any lookup and spend no attempt.
+func TestVerify_MalformedCodesSpendNoAttempt(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("alice@example.com")
+		for _, bad := range []string{"%", "______", "12345%", " " + code[1:], code + "\n", "１２３４５６", "+12345", "1e5", "0x1E240", code[:5], code + "0", ""} {
+			signIn(e, "alice@example.com", bad).ExpectError(t, 400, "INVALID_OTP")
+		}
+		for _, bad := range []string{`123456`, `null`, `[]`, `{}`, `true`} {
+			r := e.Do(apptest.Request{Method: "POST", Path: signInPath, ContentType: "application/json",
+				Body: `{"email":"alice@example.com","otp":` + bad + `}`})
+			r.ExpectError(t, 400, "VALIDATION_ERROR")
+		}
+		var v models.Verification
+		e.DB.Take(&v)
+		if v.Attempts != 0 {
+			t.Fatalf("attempts = %d after malformed codes, want 0", v.Attempts)
+		}
+		if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+			t.Fatalf("right code after malformed ones: %d", r.Status)
+		}
+	})
+}
+
+// Catalogue A7, C27: one address, however it is cased or padded, is one identity.
+func TestVerify_EmailCaseAndSpacesAreOneAccount(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		first := e.SignIn("ALICE@Example.com ")
+		code := e.SendCode("\talice@EXAMPLE.com")
+		r := signIn(e, "alice@example.com", code)
+		var body struct {
+			User struct{ ID, Email string } `json:"user"`
+		}
+		r.Decode(t, &body)
+		if body.User.ID != first.UserID || body.User.Email != "alice@example.com" {
+			t.Fatalf("second sign-in user = %+v, want %s alice@example.com", body.User, first.UserID)
+		}
+		if n := e.Count(&models.User{}); n != 1 {
+			t.Fatalf("users = %d, want 1", n)
+		}
+	})
+}
+
+// Catalogue P122: a whole flow leaves no code or token in the log.
+func TestLogs_NeverHoldCodesOrTokens(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s := e.SignIn("alice@example.com")
+		code := e.SendCode("alice@example.com")
+		signIn(e, "alice@example.com", wrongCode(code, 3))
+		e.Get("/api/auth/get-session", "Authorization", "Bearer "+s.Bearer)
+		e.Post("/api/auth/sign-out", map[string]any{}, "Authorization", "Bearer "+s.Token)
+		logs := e.Logs.String()
+		for _, secret := range []string{code, s.Token, s.Bearer, s.DataCookie.Value} {
+			if strings.Contains(logs, secret) {
+				t.Fatalf("log holds a secret %q", secret)
+			}
+		}
+		if !strings.Contains(logs, "path=/api/auth/sign-in/email-otp") {
+			t.Fatal("the access log is missing")
+		}
+	})
+}

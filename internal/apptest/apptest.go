@@ -1,0 +1,458 @@
+// Package apptest runs the whole service for tests: the real Fiber app on a real loopback
+// listener, over the embedded SQLite database or a fresh PostgreSQL schema, with a clock the test
+// moves and a memory mailer the test reads codes from.
+//
+// PostgreSQL comes from TEST_DATABASE_URL (scripts/test creates a fresh database and sets it).
+// Without it the PostgreSQL variants are skipped, unless CI=true, where they fail.
+package apptest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/handlers"
+	"codeauth/mail"
+	"codeauth/models"
+
+	"github.com/gofiber/fiber/v2"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Dialects the suite runs on.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Clock is a settable clock shared by the service and GORM.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock reading t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t.UTC()} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Env is one running service.
+type Env struct {
+	Dialect string
+	DB      *gorm.DB
+	Clock   *Clock
+	Mailer  *mail.Memory
+	Auth    *auth.Service
+	App     *fiber.App
+	// URL is the base URL of the listening server, e.g. http://127.0.0.1:41234.
+	URL string
+	// Logs holds everything the service logged.
+	Logs   *SyncBuffer
+	t      testing.TB
+	client *http.Client
+}
+
+// Settings adjust the service an Env runs.
+type Settings struct {
+	SessionMaxAge time.Duration
+	CookiePrefix  string
+	Secure        bool
+}
+
+// Option changes Settings.
+type Option func(*Settings)
+
+// WithSessionMaxAge sets the absolute session cap (AUTH_SESSION_MAX_AGE).
+func WithSessionMaxAge(d time.Duration) Option { return func(s *Settings) { s.SessionMaxAge = d } }
+
+// WithSecure serves as if AUTH_URL were https: Secure, __Secure- cookies.
+func WithSecure() Option { return func(s *Settings) { s.Secure = true } }
+
+// Start is the fixed time every test clock starts at.
+var Start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// ForEachDB runs fn as a subtest on SQLite and on PostgreSQL.
+func ForEachDB(t *testing.T, fn func(t *testing.T, e *Env), opts ...Option) {
+	t.Helper()
+	for _, d := range []string{SQLite, Postgres} {
+		t.Run(d, func(t *testing.T) {
+			fn(t, New(t, d, opts...))
+		})
+	}
+}
+
+// New starts a service on dialect with a fresh, migrated database.
+func New(t testing.TB, dialect string, opts ...Option) *Env {
+	t.Helper()
+	settings := Settings{SessionMaxAge: 365 * 24 * time.Hour, CookiePrefix: "auth"}
+	for _, o := range opts {
+		o(&settings)
+	}
+	clock := NewClock(Start)
+	logs := &SyncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+	dbOpts := models.Options{Now: clock.Now, Logger: log}
+	switch dialect {
+	case SQLite:
+		dbOpts.SQLitePath = filepath.Join(t.TempDir(), "auth.db")
+	case Postgres:
+		dbOpts.DatabaseURL = postgresSchema(t)
+	default:
+		t.Fatalf("unknown dialect %q", dialect)
+	}
+	ctx := context.Background()
+	db, err := models.Open(ctx, dbOpts)
+	if err != nil {
+		t.Fatalf("opening %s: %v", dialect, err)
+	}
+	sqlDB, _ := db.DB()
+	t.Cleanup(func() { sqlDB.Close() })
+	if err := models.Migrate(ctx, db); err != nil {
+		t.Fatalf("migrating %s: %v", dialect, err)
+	}
+
+	mailer := mail.NewMemory()
+	svc, err := auth.New(auth.Options{
+		DB: db, Mailer: mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
+		SessionMaxAge: settings.SessionMaxAge, SiteName: "Codeauth Test", Now: clock.Now, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := handlers.NewApp(handlers.Deps{
+		Auth: svc, CookiePrefix: settings.CookiePrefix, Secure: settings.Secure,
+		Ready: sqlDB.PingContext, Logger: log,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go app.Listener(ln)
+	transport := &http.Transport{MaxIdleConnsPerHost: 64}
+	httpClient := &http.Client{
+		Transport:     transport,
+		Timeout:       30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	t.Cleanup(func() {
+		transport.CloseIdleConnections()
+		if err := app.ShutdownWithTimeout(5 * time.Second); err != nil {
+			t.Errorf("shutting the app down: %v", err)
+		}
+	})
+
+	return &Env{
+		Dialect: dialect, DB: db, Clock: clock, Mailer: mailer, Auth: svc, App: app,
+		URL: "http://" + ln.Addr().String(), Logs: logs, t: t, client: httpClient,
+	}
+}
+
+var (
+	adminOnce sync.Once
+	adminDB   *gorm.DB
+	adminErr  error
+)
+
+// postgresSchema creates a schema of its own for one test in the TEST_DATABASE_URL database and
+// returns a URL whose connections use it. The schema is dropped when the test ends.
+func postgresSchema(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("TEST_DATABASE_URL")
+	if base == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("TEST_DATABASE_URL is not set: CI runs every test on PostgreSQL too (use scripts/test)")
+		}
+		t.Skip("TEST_DATABASE_URL is not set; run scripts/test to include PostgreSQL")
+	}
+	adminOnce.Do(func() {
+		adminDB, adminErr = gorm.Open(postgres.Open(base), &gorm.Config{Logger: logger.Discard})
+	})
+	if adminErr != nil {
+		t.Fatalf("TEST_DATABASE_URL: %v", adminErr)
+	}
+	b := make([]byte, 6)
+	rand.Read(b)
+	schema := "t_" + hex.EncodeToString(b)
+	if err := adminDB.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatalf("creating schema: %v", err)
+	}
+	t.Cleanup(func() { adminDB.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// SyncBuffer is a goroutine-safe log sink.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Request describes one HTTP request to the service.
+type Request struct {
+	Method string
+	Path   string
+	// JSON is marshalled as the body when Body is empty.
+	JSON any
+	// Body is sent as is.
+	Body        string
+	ContentType string
+	Header      http.Header
+	Cookies     []*http.Cookie
+}
+
+// Response is an HTTP answer with its body read.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	// Cookies are the Set-Cookie headers of the answer.
+	Cookies []*http.Cookie
+}
+
+// Do sends r and reads the answer.
+func (e *Env) Do(r Request) *Response {
+	e.t.Helper()
+	body := r.Body
+	ct := r.ContentType
+	if body == "" && r.JSON != nil {
+		b, err := json.Marshal(r.JSON)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		body = string(b)
+		if ct == "" {
+			ct = "application/json"
+		}
+	}
+	method := r.Method
+	if method == "" {
+		method = http.MethodGet
+		if body != "" {
+			method = http.MethodPost
+		}
+	}
+	req, err := http.NewRequest(method, e.URL+r.Path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	for _, c := range r.Cookies {
+		req.AddCookie(c)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, r.Path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b, Cookies: resp.Cookies()}
+}
+
+// Post sends a JSON body to path.
+func (e *Env) Post(path string, body any, header ...string) *Response {
+	e.t.Helper()
+	return e.Do(Request{Method: http.MethodPost, Path: path, JSON: body, Header: headers(header)})
+}
+
+// Get requests path with the given header pairs.
+func (e *Env) Get(path string, header ...string) *Response {
+	e.t.Helper()
+	return e.Do(Request{Method: http.MethodGet, Path: path, Header: headers(header)})
+}
+
+func headers(pairs []string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		h.Add(pairs[i], pairs[i+1])
+	}
+	return h
+}
+
+// Cookie returns the Set-Cookie of the answer named name, or nil.
+func (r *Response) Cookie(name string) *http.Cookie {
+	for _, c := range r.Cookies {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// RawSetCookie returns the raw Set-Cookie header for name, or "".
+func (r *Response) RawSetCookie(name string) string {
+	for _, v := range r.Header.Values("Set-Cookie") {
+		if strings.HasPrefix(v, name+"=") {
+			return v
+		}
+	}
+	return ""
+}
+
+// SendCode asks for a sign-in code for email and returns it from the mailer.
+func (e *Env) SendCode(email string) string {
+	e.t.Helper()
+	r := e.Post("/api/auth/email-otp/send-verification-otp", map[string]any{"email": email, "type": "sign-in"})
+	if r.Status != http.StatusOK {
+		e.t.Fatalf("send code for %q: status %d, body %s", email, r.Status, r.Body)
+	}
+	canonical, err := auth.NormalizeEmail(email)
+	if err != nil {
+		e.t.Fatalf("normalizing %q: %v", email, err)
+	}
+	code := e.Mailer.LastCode(canonical)
+	if code == "" {
+		e.t.Fatalf("no code was sent to %s", canonical)
+	}
+	return code
+}
+
+// Session is a signed-in client.
+type Session struct {
+	// Token is the raw token of the sign-in body.
+	Token string
+	// Bearer is the set-auth-token value.
+	Bearer string
+	// TokenCookie and DataCookie are the session cookies a browser would keep.
+	TokenCookie, DataCookie *http.Cookie
+	UserID                  string
+	Response                *Response
+}
+
+// Cookies returns the cookies a browser would send.
+func (s Session) Cookies() []*http.Cookie {
+	var out []*http.Cookie
+	for _, c := range []*http.Cookie{s.TokenCookie, s.DataCookie} {
+		if c != nil {
+			out = append(out, &http.Cookie{Name: c.Name, Value: c.Value})
+		}
+	}
+	return out
+}
+
+// SignIn requests a code for email and verifies it, failing the test unless it succeeds.
+func (e *Env) SignIn(email string) Session {
+	e.t.Helper()
+	code := e.SendCode(email)
+	r := e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": email, "otp": code})
+	if r.Status != http.StatusOK {
+		e.t.Fatalf("sign in %q: status %d, body %s", email, r.Status, r.Body)
+	}
+	var body struct {
+		Token string `json:"token"`
+		User  struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		e.t.Fatalf("sign-in body: %v", err)
+	}
+	return Session{
+		Token: body.Token, Bearer: r.Header.Get("set-auth-token"), UserID: body.User.ID,
+		TokenCookie: r.Cookie("auth.session_token"), DataCookie: r.Cookie("auth.session_data"), Response: r,
+	}
+}
+
+// Count returns the number of rows of model matching the optional condition.
+func (e *Env) Count(model any, where ...any) int64 {
+	e.t.Helper()
+	q := e.DB.Model(model)
+	if len(where) > 0 {
+		q = q.Where(where[0], where[1:]...)
+	}
+	var n int64
+	if err := q.Count(&n).Error; err != nil {
+		e.t.Fatalf("counting: %v", err)
+	}
+	return n
+}
+
+// String describes the env in test output.
+func (e *Env) String() string { return fmt.Sprintf("%s at %s", e.Dialect, e.URL) }
+
+// Decode unmarshals the answer's JSON body into v, failing the test when it is not JSON.
+func (r *Response) Decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decoding %s: %v", r.Body, err)
+	}
+}
+
+// ExpectError fails the test unless the answer is status with the JSON error body of code.
+func (r *Response) ExpectError(t testing.TB, status int, code string) {
+	t.Helper()
+	var body struct {
+		Message string `json:"message"`
+		Code    string `json:"code"`
+	}
+	if r.Status != status {
+		t.Fatalf("status = %d, want %d (body %s)", r.Status, status, r.Body)
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("error body is not JSON: %s", r.Body)
+	}
+	if body.Code != code || body.Message == "" {
+		t.Fatalf("error body = %s, want code %s with a message", r.Body, code)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("error Content-Type = %q, want application/json", ct)
+	}
+}
