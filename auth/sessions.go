@@ -104,18 +104,18 @@ func (s *Service) Remaining(st *SessionState) time.Duration {
 
 // sessionRow is the one-query join of a session and its live user.
 type sessionRow struct {
-	SID                string `gorm:"column:s_id"`
-	SUserID            string `gorm:"column:s_user_id"`
+	SID                string    `gorm:"column:s_id"`
+	SUserID            string    `gorm:"column:s_user_id"`
 	SExpiresAt         time.Time `gorm:"column:s_expires_at"`
 	SAbsoluteExpiresAt time.Time `gorm:"column:s_absolute_expires_at"`
-	SIPAddress         string `gorm:"column:s_ip_address"`
-	SUserAgent         string `gorm:"column:s_user_agent"`
+	SIPAddress         string    `gorm:"column:s_ip_address"`
+	SUserAgent         string    `gorm:"column:s_user_agent"`
 	SCreatedAt         time.Time `gorm:"column:s_created_at"`
 	SUpdatedAt         time.Time `gorm:"column:s_updated_at"`
-	UEmail             string `gorm:"column:u_email"`
-	UName              string `gorm:"column:u_name"`
-	UEmailVerified     bool `gorm:"column:u_email_verified"`
-	UImage             *string `gorm:"column:u_image"`
+	UEmail             string    `gorm:"column:u_email"`
+	UName              string    `gorm:"column:u_name"`
+	UEmailVerified     bool      `gorm:"column:u_email_verified"`
+	UImage             *string   `gorm:"column:u_image"`
 	UCreatedAt         time.Time `gorm:"column:u_created_at"`
 	UUpdatedAt         time.Time `gorm:"column:u_updated_at"`
 }

@@ -30,16 +30,16 @@ func newAPIError(status int, code, message string) *apiError {
 
 // The fixed error answers of the wire contract.
 var (
-	errUnauthorized          = newAPIError(fiber.StatusUnauthorized, "UNAUTHORIZED", "Unauthorized")
-	errInvalidJSON           = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST", "Invalid JSON in request body")
-	errInvalidOTPType        = newAPIError(fiber.StatusBadRequest, "INVALID_OTP_TYPE", "Invalid OTP type")
-	errEmailCannotBeUpdated  = newAPIError(fiber.StatusBadRequest, "EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated")
-	errNoFieldsToUpdate      = newAPIError(fiber.StatusBadRequest, "NO_FIELDS_TO_UPDATE", "No fields to update")
-	errContentTypeRequired   = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
-	errInternal              = newAPIError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
-	errServiceUnavailable    = newAPIError(fiber.StatusServiceUnavailable, "EMAIL_DELIVERY_FAILED", "The e-mail could not be sent. Please try again.")
-	errUnknownUser           = errUnauthorized
-	domainErrors             = map[error]*apiError{
+	errUnauthorized         = newAPIError(fiber.StatusUnauthorized, "UNAUTHORIZED", "Unauthorized")
+	errInvalidJSON          = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST", "Invalid JSON in request body")
+	errInvalidOTPType       = newAPIError(fiber.StatusBadRequest, "INVALID_OTP_TYPE", "Invalid OTP type")
+	errEmailCannotBeUpdated = newAPIError(fiber.StatusBadRequest, "EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated")
+	errNoFieldsToUpdate     = newAPIError(fiber.StatusBadRequest, "NO_FIELDS_TO_UPDATE", "No fields to update")
+	errContentTypeRequired  = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
+	errInternal             = newAPIError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
+	errServiceUnavailable   = newAPIError(fiber.StatusServiceUnavailable, "EMAIL_DELIVERY_FAILED", "The e-mail could not be sent. Please try again.")
+	errUnknownUser          = errUnauthorized
+	domainErrors            = map[error]*apiError{
 		auth.ErrInvalidEmail:    newAPIError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
 		auth.ErrInvalidOTP:      newAPIError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
 		auth.ErrOTPExpired:      newAPIError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
