@@ -21,7 +21,7 @@ var idnaProfile = idna.New(idna.MapForLookup(), idna.StrictDomainName(true), idn
 //
 // Only a bare addr-spec with a dot-atom local part of ASCII characters is accepted. Quoted local
 // parts, comments, display names, domain literals, a second '@', control characters and any
-// non-ASCII local part are rejected. That is stricter than RFC 5322 on purpose: it leaves one
+// non-ASCII local part are rejected, as are RFC 2047 encoded-words. That is stricter than RFC 5322 on purpose: it leaves one
 // spelling per mailbox, so Unicode case tricks ("K" KELVIN SIGN, dotless i) cannot reach someone
 // else's account, and nothing that a mail system might read as a header or a second recipient
 // gets through. net/mail.ParseAddress is not used: it accepts display names and comments.
@@ -39,7 +39,8 @@ func NormalizeEmail(raw string) (string, error) {
 		return "", ErrInvalidEmail
 	}
 	local, domain := s[:at], s[at+1:]
-	if len(local) > maxLocalLength || !isDotAtom(local) {
+	// "=?" opens an RFC 2047 encoded-word, which some mail software decodes into another address.
+	if len(local) > maxLocalLength || !isDotAtom(local) || strings.Contains(local, "=?") {
 		return "", ErrInvalidEmail
 	}
 	domain, ok := normalizeDomain(domain)

@@ -45,7 +45,9 @@ func NewApp(d Deps) *fiber.App {
 		WriteTimeout:          10 * time.Second,
 		IdleTimeout:           60 * time.Second,
 		DisableStartupMessage: true,
-		ErrorHandler:          errorHandler,
+		// No route accepts multipart bodies; never parse them.
+		DisablePreParseMultipartForm: true,
+		ErrorHandler:                 errorHandler,
 	})
 
 	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
@@ -78,6 +80,7 @@ func NewApp(d Deps) *fiber.App {
 
 	apiGroup.Get("/me", sessions.Require(middleware.Options{}, errUnauthorized), own.me)
 
-	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
+	// Unmatched paths fall through to Fiber's own 404 (or 405 when another method matches),
+	// which ErrorHandler answers in JSON.
 	return app
 }

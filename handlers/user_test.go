@@ -1,0 +1,77 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"codeauth/internal/apptest"
+	"codeauth/models"
+)
+
+const updateUserPath = "/api/auth/update-user"
+
+func TestUpdateUser_ChangesTheName(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s := e.SignIn("alice@example.com")
+		r := e.Do(apptest.Request{Method: "POST", Path: updateUserPath, JSON: map[string]any{"name": "Alice Liddell"}, Cookies: s.Cookies()})
+		if r.Status != 200 || string(r.Body) != `{"status":true}` {
+			t.Fatalf("update-user: %d %s", r.Status, r.Body)
+		}
+		if r.Header.Get("set-auth-token") != s.Bearer {
+			t.Fatal("update-user did not re-send set-auth-token")
+		}
+		// The fresh cookie cache carries the new name.
+		fresh := r.Cookie("auth.session_data")
+		if fresh == nil {
+			t.Fatal("update-user did not refresh the cookie cache")
+		}
+		cookies := []*http.Cookie{{Name: s.TokenCookie.Name, Value: s.TokenCookie.Value}, {Name: fresh.Name, Value: fresh.Value}}
+		var b struct{ User struct{ Name string } }
+		getSession(e, cookies).Decode(t, &b)
+		if b.User.Name != "Alice Liddell" {
+			t.Fatalf("name after update = %q", b.User.Name)
+		}
+		// By bearer too, and the image can be set and cleared.
+		r = e.Post(updateUserPath, map[string]any{"image": "https://cdn.example.com/a.png"}, "Authorization", "Bearer "+s.Bearer)
+		if r.Status != 200 {
+			t.Fatalf("update image: %d %s", r.Status, r.Body)
+		}
+		var u models.User
+		e.DB.Where("id = ?", s.UserID).Take(&u)
+		if u.Image == nil || *u.Image != "https://cdn.example.com/a.png" || u.Name != "Alice Liddell" {
+			t.Fatalf("user = %+v", u)
+		}
+		e.Post(updateUserPath, map[string]any{"image": nil}, "Authorization", "Bearer "+s.Bearer)
+		e.DB.Where("id = ?", s.UserID).Take(&u)
+		if u.Image != nil {
+			t.Fatal("image not cleared")
+		}
+	})
+}
+
+func TestUpdateUser_RefusesBadInput(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s := e.SignIn("alice@example.com")
+		bearer := []string{"Authorization", "Bearer " + s.Bearer}
+		e.Post(updateUserPath, map[string]any{"name": "x"}).ExpectError(t, 401, "UNAUTHORIZED")
+		e.Post(updateUserPath, map[string]any{"email": "mallory@example.com"}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
+		e.Post(updateUserPath, map[string]any{"name": "x", "email": "mallory@example.com"}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
+		e.Post(updateUserPath, map[string]any{}, bearer...).ExpectError(t, 400, "NO_FIELDS_TO_UPDATE")
+		for _, name := range []any{strings.Repeat("n", 101), "bad\nline", "evil\u202egnp.exe", 42, true, []string{"a"}} {
+			r := e.Post(updateUserPath, map[string]any{"name": name}, bearer...)
+			r.ExpectError(t, 400, "VALIDATION_ERROR")
+			if !strings.Contains(string(r.Body), "[body.name]") {
+				t.Fatalf("message does not name the field: %s", r.Body)
+			}
+		}
+		for _, img := range []any{"javascript:alert(1)", "/relative.png", "data:image/png;base64,xx", 7} {
+			e.Post(updateUserPath, map[string]any{"image": img}, bearer...).ExpectError(t, 400, "VALIDATION_ERROR")
+		}
+		var u models.User
+		e.DB.Where("id = ?", s.UserID).Take(&u)
+		if u.Email != "alice@example.com" || u.Name != "" || u.Image != nil {
+			t.Fatalf("rejected updates changed the user: %+v", u)
+		}
+	})
+}
