@@ -2,6 +2,7 @@ package auth
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 )
@@ -31,7 +32,7 @@ func NormalizeEmail(raw string) (string, error) {
 		return "", ErrInvalidEmail
 	}
 	s := strings.Trim(raw, " \t")
-	if s == "" || len(s) > MaxEmailLength {
+	if s == "" || len(s) > MaxEmailLength || !utf8.ValidString(s) {
 		return "", ErrInvalidEmail
 	}
 	at := strings.IndexByte(s, '@')
@@ -99,6 +100,11 @@ func normalizeDomain(d string) (string, bool) {
 		return "", false
 	}
 	ascii = strings.ToLower(ascii)
+	// A punycode label must decode to a valid name that encodes back to itself; otherwise two
+	// spellings could name one domain.
+	if again, err := idnaProfile.ToASCII(ascii); err != nil || again != ascii {
+		return "", false
+	}
 	labels := strings.Split(ascii, ".")
 	if len(labels) < 2 {
 		return "", false

@@ -210,8 +210,9 @@ func Load(lookup LookupFunc) (Config, error) {
 	}
 
 	// The secret comes last: generating one writes to DataDir, which must not happen for a
-	// configuration that is going to be rejected anyway.
-	if len(errs) == 0 {
+	// configuration that is going to be rejected anyway. A given or missing secret is still
+	// checked, so every problem is reported in one go.
+	if v, ok := lookup("AUTH_SECRET"); ok && v != "" || cfg.Secure || len(errs) == 0 {
 		secret, generated, err := loadSecret(lookup, cfg)
 		if err != nil {
 			errs = append(errs, err)

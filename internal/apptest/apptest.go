@@ -125,7 +125,7 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 	case SQLite:
 		dbOpts.SQLitePath = filepath.Join(t.TempDir(), "auth.db")
 	case Postgres:
-		dbOpts.DatabaseURL = postgresSchema(t)
+		dbOpts.DatabaseURL = PostgresURL(t)
 	default:
 		t.Fatalf("unknown dialect %q", dialect)
 	}
@@ -182,9 +182,9 @@ var (
 	adminErr  error
 )
 
-// postgresSchema creates a schema of its own for one test in the TEST_DATABASE_URL database and
+// PostgresURL creates a schema of its own for one test in the TEST_DATABASE_URL database and
 // returns a URL whose connections use it. The schema is dropped when the test ends.
-func postgresSchema(t testing.TB) string {
+func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("TEST_DATABASE_URL")
 	if base == "" {

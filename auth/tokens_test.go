@@ -1,0 +1,140 @@
+package auth
+
+import (
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"codeauth/models"
+)
+
+// testService builds a Service with keys only; these tests do not touch the database.
+func testService(t testing.TB, secret string) *Service {
+	t.Helper()
+	k, err := newKeys([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	return &Service{keys: k, clock: func() time.Time { return now }, revoked: newRevocations()}
+}
+
+const secretA = "secret-a-0123456789-0123456789-01"
+
+func TestSignedTokens(t *testing.T) {
+	s := testService(t, secretA)
+	token, hash, err := newToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wellFormedToken(token) || hash == token || hash != hashToken(token) {
+		t.Fatalf("token %q, hash %q", token, hash)
+	}
+	signed := s.SignToken(token)
+	for _, v := range []string{signed, url.QueryEscape(signed), url.PathEscape(signed)} {
+		if got, ok := s.VerifySignedToken(v); !ok || got != token {
+			t.Fatalf("VerifySignedToken(%q) = %q, %v", v, got, ok)
+		}
+	}
+	// The signature in the base64url alphabet is accepted too (better-auth's verifier does).
+	tok, sig, _ := strings.Cut(signed, ".")
+	raw, _ := base64.StdEncoding.DecodeString(sig)
+	if got, ok := s.VerifySignedToken(tok + "." + base64.URLEncoding.EncodeToString(raw)); !ok || got != token {
+		t.Fatal("base64url signature refused")
+	}
+	other := testService(t, "secret-b-0123456789-0123456789-01")
+	if _, ok := other.VerifySignedToken(signed); ok {
+		t.Fatal("a token signed with another secret verified")
+	}
+	for _, bad := range []string{"", ".", token, token + ".", "." + sig, token + "." + sig[:43], token + "x." + sig, "%zz", strings.Repeat("a", 300)} {
+		if _, ok := s.VerifySignedToken(bad); ok {
+			t.Fatalf("VerifySignedToken(%q) accepted", bad)
+		}
+	}
+	if got, ok := s.BearerToken(token); !ok || got != token {
+		t.Fatal("raw bearer token refused")
+	}
+	if _, ok := s.BearerToken(token[:42]); ok {
+		t.Fatal("truncated bearer token accepted")
+	}
+}
+
+func TestCookieCache_RoundTripAndTampering(t *testing.T) {
+	s := testService(t, secretA)
+	now := s.now()
+	st := &SessionState{
+		Token: strings.Repeat("T", tokenLength),
+		Session: models.Session{ID: "sid", UserID: "uid", ExpiresAt: now.Add(SessionLifetime), AbsoluteExpiresAt: now.Add(365 * 24 * time.Hour),
+			IPAddress: "203.0.113.9", UserAgent: "test", CreatedAt: now, UpdatedAt: now},
+		User: models.User{ID: "uid", Email: "alice@example.com", Name: "Alice", EmailVerified: true, CreatedAt: now, UpdatedAt: now},
+	}
+	value, err := s.EncodeCache(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Catalogue I83: the cookie holds neither the token nor readable personal data.
+	raw, _ := base64.RawURLEncoding.DecodeString(value)
+	for _, secret := range []string{st.Token, "alice@example.com", "203.0.113.9"} {
+		if strings.Contains(value, secret) || strings.Contains(string(raw), secret) {
+			t.Fatalf("cache exposes %q", secret)
+		}
+	}
+	got, ok := s.decodeCache(value, st.Token, now)
+	if !ok || got.User.Email != "alice@example.com" || got.Session.ID != "sid" || !got.Session.ExpiresAt.Equal(st.Session.ExpiresAt) || !got.Cached {
+		t.Fatalf("decode = %+v, %v", got, ok)
+	}
+	// Catalogue I78, I79, I81, I82.
+	if _, ok := s.decodeCache(value, strings.Repeat("U", tokenLength), now); ok {
+		t.Fatal("cache opened for another token")
+	}
+	for i := 0; i < len(value); i += 7 {
+		b := []byte(value)
+		b[i] ^= 1
+		if _, ok := s.decodeCache(string(b), st.Token, now); ok {
+			t.Fatalf("tampered cache (byte %d) accepted", i)
+		}
+	}
+	if _, ok := s.decodeCache(value, st.Token, now.Add(CookieCacheTTL)); ok {
+		t.Fatal("stale cache accepted")
+	}
+	if _, ok := testService(t, "secret-b-0123456789-0123456789-01").decodeCache(value, st.Token, now); ok {
+		t.Fatal("cache accepted under another secret")
+	}
+	expired := *st
+	expired.Session.ExpiresAt = now.Add(time.Second)
+	v2, _ := s.EncodeCache(&expired)
+	if _, ok := s.decodeCache(v2, st.Token, now.Add(2*time.Second)); ok {
+		t.Fatal("cache of an expired session accepted")
+	}
+}
+
+// BenchmarkVerifySignedToken measures the signature check every cookie or bearer request pays.
+func BenchmarkVerifySignedToken(b *testing.B) {
+	s := testService(b, secretA)
+	token, _, _ := newToken()
+	signed := url.QueryEscape(s.SignToken(token))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := s.VerifySignedToken(signed); !ok {
+			b.Fatal("not verified")
+		}
+	}
+}
+
+// BenchmarkDecodeCache measures answering a session from the cookie cache.
+func BenchmarkDecodeCache(b *testing.B) {
+	s := testService(b, secretA)
+	now := s.now()
+	st := &SessionState{Token: strings.Repeat("T", tokenLength),
+		Session: models.Session{ID: "sid", UserID: "uid", ExpiresAt: now.Add(time.Hour), AbsoluteExpiresAt: now.Add(time.Hour), UpdatedAt: now},
+		User:    models.User{ID: "uid", Email: "alice@example.com"}}
+	value, _ := s.EncodeCache(st)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := s.decodeCache(value, st.Token, now); !ok {
+			b.Fatal("not decoded")
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(vars map[string]string) LookupFunc {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+const goodSecret = "0123456789abcdef0123456789abcdef"
+
+func TestLoad_DefaultsWithNothingSet(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := Load(env(map[string]string{"DATA_DIR": dir}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Port != 3000 || cfg.BaseURL != "http://localhost:3000" || cfg.Secure || cfg.UsesPostgres() ||
+		cfg.CookiePrefix != "auth" || cfg.SessionMaxAge != DefaultSessionMaxAge || cfg.SQLitePath() != filepath.Join(dir, "auth.db") {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	// A local secret was generated, kept in the data folder with private permissions, and reused.
+	info, err := os.Stat(filepath.Join(dir, secretFileName))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file: %v, %v", info, err)
+	}
+	if len(cfg.Secret) < MinSecretLength || len(cfg.Warnings) == 0 || !strings.Contains(cfg.Warnings[0], "AUTH_SECRET") {
+		t.Fatalf("secret %d bytes, warnings %v", len(cfg.Secret), cfg.Warnings)
+	}
+	again, err := Load(env(map[string]string{"DATA_DIR": dir}))
+	if err != nil || string(again.Secret) != string(cfg.Secret) {
+		t.Fatalf("second start got a different secret (%v)", err)
+	}
+}
+
+func TestLoad_Values(t *testing.T) {
+	cfg, err := Load(env(map[string]string{
+		"PORT":                   "8080",
+		"AUTH_URL":               "https://Auth.Example.com/",
+		"AUTH_SECRET":            goodSecret,
+		"AUTH_TRUSTED_ORIGINS":   " https://app.example.com/ , , capacitor://localhost,myapp://",
+		"AUTH_TRUSTED_PROXIES":   "10.0.0.0/8, 192.168.1.7, ::ffff:172.16.0.1, 2001:db8::/32",
+		"DATABASE_URL":           "postgres://u@db/app?sslmode=disable",
+		"AUTH_COOKIE_PREFIX":     "myapp",
+		"AUTH_SESSION_MAX_AGE":   "2592000",
+		"EMAIL_PROVIDER_API_KEY": "re_123",
+		"LOG_LEVEL":              "debug",
+		"LOG_FORMAT":             "JSON",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Port != 8080 || cfg.BaseURL != "https://auth.example.com" || !cfg.Secure || !cfg.UsesPostgres() ||
+		cfg.CookiePrefix != "myapp" || cfg.SessionMaxAge != 30*24*time.Hour || cfg.LogFormat != "json" || cfg.EmailProviderAPIKey != "re_123" {
+		t.Fatalf("cfg: %+v", cfg)
+	}
+	if got := strings.Join(cfg.TrustedOrigins, " "); got != "https://app.example.com capacitor://localhost myapp://" {
+		t.Fatalf("trusted origins: %q", got)
+	}
+	var proxies []string
+	for _, p := range cfg.TrustedProxies {
+		proxies = append(proxies, p.String())
+	}
+	if got := strings.Join(proxies, " "); got != "10.0.0.0/8 192.168.1.7/32 172.16.0.1/32 2001:db8::/32" {
+		t.Fatalf("trusted proxies: %q", got)
+	}
+	if d, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "AUTH_SESSION_MAX_AGE": "720h", "PORT": "4000"})); err != nil || d.SessionMaxAge != 720*time.Hour || d.BaseURL != "http://localhost:4000" {
+		t.Fatalf("duration form: %+v %v", d, err)
+	}
+}
+
+// Every bad variable is reported, by name; the https rules refuse a missing or short secret
+// (catalogue P125).
+func TestLoad_ErrorsNameTheVariable(t *testing.T) {
+	cases := map[string]map[string]string{
+		"PORT":                 {"PORT": "http"},
+		"AUTH_URL":             {"AUTH_URL": "auth.example.com"},
+		"AUTH_SECRET":          {"AUTH_URL": "https://auth.example.com"},
+		"AUTH_TRUSTED_ORIGINS": {"AUTH_TRUSTED_ORIGINS": "*"},
+		"AUTH_TRUSTED_PROXIES": {"AUTH_TRUSTED_PROXIES": "10.0.0.0/33"},
+		"DATABASE_URL":         {"DATABASE_URL": "mysql://x"},
+		"AUTH_COOKIE_PREFIX":   {"AUTH_COOKIE_PREFIX": "a b"},
+		"AUTH_SESSION_MAX_AGE": {"AUTH_SESSION_MAX_AGE": "-5"},
+		"LOG_LEVEL":            {"LOG_LEVEL": "loud"},
+		"SITE_NAME":            {"SITE_NAME": "a\nb"},
+	}
+	for name, vars := range cases {
+		vars["DATA_DIR"] = t.TempDir()
+		if _, err := Load(env(vars)); err == nil || !strings.Contains(err.Error(), name+":") {
+			t.Errorf("%s: error %v does not name the variable", name, err)
+		}
+	}
+	for _, secret := range []string{"", "short", strings.Repeat("x", MinSecretLength-1)} {
+		_, err := Load(env(map[string]string{"AUTH_URL": "https://auth.example.com", "AUTH_SECRET": secret}))
+		if err == nil || !strings.Contains(err.Error(), "AUTH_SECRET") {
+			t.Errorf("https with secret %q: %v", secret, err)
+		}
+	}
+	for _, origins := range []string{"https://*", "https://*.example.com", "https://app.example.com/path", "notanorigin"} {
+		if _, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "AUTH_TRUSTED_ORIGINS": origins})); err == nil {
+			t.Errorf("AUTH_TRUSTED_ORIGINS=%q accepted", origins)
+		}
+	}
+	// Several problems are all reported at once.
+	_, err := Load(env(map[string]string{"PORT": "0", "LOG_FORMAT": "xml", "AUTH_SECRET": goodSecret}))
+	if err == nil || !strings.Contains(err.Error(), "PORT:") || !strings.Contains(err.Error(), "LOG_FORMAT:") {
+		t.Fatalf("combined errors: %v", err)
+	}
+}
+
+// A configuration that fails does not write a secret into the data folder.
+func TestLoad_NoSideEffectsOnError(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(env(map[string]string{"DATA_DIR": dir, "PORT": "x"})); err == nil {
+		t.Fatal("bad PORT accepted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, secretFileName)); !os.IsNotExist(err) {
+		t.Fatalf("secret written despite the error: %v", err)
+	}
+}

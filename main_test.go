@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"codeauth/internal/apptest"
+)
+
+var binary string
+
+// TestMain builds the service once; these tests run it as a newcomer would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "codeauth-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "codeauth")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// process is one running service binary.
+type process struct {
+	cmd    *exec.Cmd
+	url    string
+	mu     sync.Mutex
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	exited chan error
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// start runs the binary with only the given variables set (plus PATH and HOME).
+func start(t *testing.T, vars ...string) *process {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.Command(binary)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), fmt.Sprintf("PORT=%d", port)}, vars...)
+	p := &process{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan error, 1)}
+	stdout, _ := cmd.StdoutPipe()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.copy(stdout, &p.stdout)
+	go p.copy(stderr, &p.stderr)
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", p.out(&p.stdout), p.out(&p.stderr))
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if resp, err := http.Get(p.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			return p
+		}
+		select {
+		case err := <-p.exited:
+			t.Fatalf("the service exited: %v\n%s", err, p.out(&p.stderr))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service did not start\n%s", p.out(&p.stderr))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *process) copy(r io.Reader, w *bytes.Buffer) {
+	s := bufio.NewScanner(r)
+	for s.Scan() {
+		p.mu.Lock()
+		w.Write(s.Bytes())
+		w.WriteByte('\n')
+		p.mu.Unlock()
+	}
+}
+
+func (p *process) out(b *bytes.Buffer) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return b.String()
+}
+
+func (p *process) post(t *testing.T, path, body string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+var codeLine = regexp.MustCompile(`mail kind=sign-in-code to=(\S+) code=(\d+)`)
+
+// signInFlow requests a code, reads it from the console like a developer would, verifies it and
+// reads the session by bearer.
+func signInFlow(t *testing.T, p *process, email string) {
+	t.Helper()
+	resp := p.post(t, "/api/auth/email-otp/send-verification-otp", `{"email":"`+email+`","type":"sign-in"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("send: %d", resp.StatusCode)
+	}
+	var code string
+	for i := 0; i < 100 && code == ""; i++ {
+		for _, m := range codeLine.FindAllStringSubmatch(p.out(&p.stdout), -1) {
+			if m[1] == email {
+				code = m[2]
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code == "" {
+		t.Fatalf("no console line with the code in:\n%s", p.out(&p.stdout))
+	}
+	resp = p.post(t, "/api/auth/sign-in/email-otp", `{"email":"`+email+`","otp":"`+code+`"}`)
+	resp.Body.Close()
+	token := resp.Header.Get("set-auth-token")
+	if resp.StatusCode != 200 || token == "" {
+		t.Fatalf("verify: %d, set-auth-token %q", resp.StatusCode, token)
+	}
+	req, _ := http.NewRequest("GET", p.url+"/api/auth/get-session", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var body struct{ User struct{ Email string } }
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.User.Email != email {
+		t.Fatalf("get-session: %v %+v", err, body)
+	}
+	if strings.Contains(p.out(&p.stderr), code) || strings.Contains(p.out(&p.stderr), token) {
+		t.Fatal("the log holds the code or the token")
+	}
+}
+
+// The README's run command: nothing configured, embedded SQLite, codes on the console.
+func TestBinary_RunsWithNothingConfigured(t *testing.T) {
+	p := start(t)
+	signInFlow(t, p, "newcomer@example.com")
+	for _, f := range []string{"data/auth.db", "data/auth-secret"} {
+		if _, err := os.Stat(filepath.Join(p.cmd.Dir, f)); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(p.out(&p.stderr), "AUTH_SECRET is not set") {
+		t.Fatal("no warning about the generated secret")
+	}
+}
+
+func TestBinary_RunsOnPostgres(t *testing.T) {
+	p := start(t, "DATABASE_URL="+apptest.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef")
+	signInFlow(t, p, "pg@example.com")
+	if _, err := os.Stat(filepath.Join(p.cmd.Dir, "data/auth.db")); !os.IsNotExist(err) {
+		t.Fatal("an SQLite file was created although DATABASE_URL was set")
+	}
+}
+
+func TestBinary_RefusesBadConfiguration(t *testing.T) {
+	cmd := exec.Command(binary)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AUTH_URL=https://auth.example.com", "PORT=nope"}
+	out, err := cmd.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 {
+		t.Fatalf("exit: %v", err)
+	}
+	for _, want := range []string{"PORT:", "AUTH_SECRET:"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("output %q does not name %s", out, want)
+		}
+	}
+}
+
+// SIGTERM stops accepting connections but finishes a request already being read.
+func TestBinary_GracefulShutdownFinishesInFlightRequests(t *testing.T) {
+	p := start(t)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"email":"late@example.com","type":"sign-in"}`
+	fmt.Fprintf(conn, "POST /api/auth/email-otp/send-verification-otp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body[:10])
+	time.Sleep(100 * time.Millisecond)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(p.url, "http://"), time.Second); err == nil {
+		t.Fatal("still accepting connections after SIGTERM")
+	}
+	io.WriteString(conn, body[10:])
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the in-flight request was cut: %v", err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("in-flight request: %d", resp.StatusCode)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("did not exit after SIGTERM")
+	}
+}
