@@ -41,12 +41,14 @@ func TestMain(m *testing.M) {
 
 // process is one running service binary.
 type process struct {
-	cmd    *exec.Cmd
-	url    string
-	mu     sync.Mutex
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-	exited chan error
+	cmd *exec.Cmd
+	url string
+	// console is a file that receives stdout too, for tools that read the console mailer.
+	console *os.File
+	mu      sync.Mutex
+	stdout  bytes.Buffer
+	stderr  bytes.Buffer
+	exited  chan error
 }
 
 func freePort(t *testing.T) int {
@@ -71,6 +73,11 @@ func start(t *testing.T, vars ...string) *process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	console, err := os.Create(filepath.Join(cmd.Dir, "console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.console = console
 	go p.copy(stdout, &p.stdout)
 	go p.copy(stderr, &p.stderr)
 	go func() { p.exited <- cmd.Wait() }()
@@ -104,6 +111,9 @@ func (p *process) copy(r io.Reader, w *bytes.Buffer) {
 		p.mu.Lock()
 		w.Write(s.Bytes())
 		w.WriteByte('\n')
+		if w == &p.stdout {
+			p.console.Write(append(s.Bytes(), '\n'))
+		}
 		p.mu.Unlock()
 	}
 }
@@ -244,5 +254,27 @@ func TestBinary_GracefulShutdownFinishesInFlightRequests(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("did not exit after SIGTERM")
+	}
+}
+
+// The JSON API as better-auth's own client library sees it: the library, pinned in package.json,
+// drives the service binary (conformance/better-auth-client.mjs).
+func TestBetterAuthClientConformance(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat("node_modules/better-auth/package.json")
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("node and node_modules/better-auth are required (scripts/test runs npm ci): %v", err)
+		}
+		t.Skipf("better-auth client not installed (run npm ci): %v", err)
+	}
+	p := start(t)
+	cmd := exec.Command(node, "conformance/better-auth-client.mjs", p.url, p.console.Name())
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("conformance: %v", err)
 	}
 }
