@@ -21,25 +21,29 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	if err != nil {
 		return err
 	}
-	code, err := s.issueCode(ctx, PurposeSignIn, email, email)
+	code, id, err := s.issueCode(ctx, PurposeSignIn, email, email)
 	if err != nil {
 		return err
 	}
 	if err := s.mailer.Send(ctx, mail.SignInCode(s.siteName, email, code)); err != nil {
 		s.log.ErrorContext(ctx, "sending a sign-in code failed", "kind", mail.KindSignInCode, "error", err)
-		// A code nobody received must not stay live.
-		s.db.WithContext(ctx).Where("purpose = ? AND subject = ?", PurposeSignIn, email).Delete(&models.Verification{})
+		// A code nobody received must not stay live. Only this one: a parallel request may
+		// already have replaced it with a code that did go out.
+		if derr := s.db.WithContext(ctx).Where("id = ?", id).Delete(&models.Verification{}).Error; derr != nil {
+			s.log.ErrorContext(ctx, "deleting an undelivered code failed", "error", derr)
+		}
 		return fmt.Errorf("%w: %v", ErrDelivery, err)
 	}
 	return nil
 }
 
 // issueCode stores a new code for purpose and subject, replacing any live one in a single upsert
-// (the row gets a new id, so work in flight against the old code cannot touch the new one).
-func (s *Service) issueCode(ctx context.Context, purpose, subject, email string) (string, error) {
-	code, err := generateCode()
+// (the row gets a new id, so work in flight against the old code cannot touch the new one), and
+// returns the code and that id.
+func (s *Service) issueCode(ctx context.Context, purpose, subject, email string) (code, id string, err error) {
+	code, err = generateCode()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	now := s.now()
 	v := models.Verification{
@@ -57,10 +61,10 @@ func (s *Service) issueCode(ctx context.Context, purpose, subject, email string)
 		DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "expires_at", "created_at"}),
 	}).Create(&v).Error
 	if err != nil {
-		return "", fmt.Errorf("auth: storing a code: %w", err)
+		return "", "", fmt.Errorf("auth: storing a code: %w", err)
 	}
 	s.stats.codesIssued.Add(1)
-	return code, nil
+	return code, v.ID, nil
 }
 
 // checkCode spends one attempt of the live code for purpose and subject and compares it with

@@ -30,4 +30,5 @@ type FieldError struct {
 	Reason string
 }
 
+// Error describes the rejected field.
 func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason) }

@@ -121,34 +121,22 @@ func Load(lookup LookupFunc) (Config, error) {
 		cfg.DataDir = v
 	}
 
-	if v := get("AUTH_TRUSTED_ORIGINS"); v != "" {
-		for _, item := range strings.Split(v, ",") {
-			item = strings.TrimSpace(item)
-			if item == "" {
-				continue
-			}
-			origin, err := parseTrustedOrigin(item)
-			if err != nil {
-				bad("AUTH_TRUSTED_ORIGINS", "%q: %v", item, err)
-				continue
-			}
-			cfg.TrustedOrigins = append(cfg.TrustedOrigins, origin)
+	for _, item := range splitList(get("AUTH_TRUSTED_ORIGINS")) {
+		origin, err := parseTrustedOrigin(item)
+		if err != nil {
+			bad("AUTH_TRUSTED_ORIGINS", "%q: %v", item, err)
+			continue
 		}
+		cfg.TrustedOrigins = append(cfg.TrustedOrigins, origin)
 	}
 
-	if v := get("AUTH_TRUSTED_PROXIES"); v != "" {
-		for _, item := range strings.Split(v, ",") {
-			item = strings.TrimSpace(item)
-			if item == "" {
-				continue
-			}
-			prefix, err := parseProxy(item)
-			if err != nil {
-				bad("AUTH_TRUSTED_PROXIES", "%q is not an IP address or CIDR network", item)
-				continue
-			}
-			cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
+	for _, item := range splitList(get("AUTH_TRUSTED_PROXIES")) {
+		prefix, err := parseProxy(item)
+		if err != nil {
+			bad("AUTH_TRUSTED_PROXIES", "%q is not an IP address or CIDR network", item)
+			continue
 		}
+		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
 	}
 
 	cfg.EmailProviderAPIKey = get("EMAIL_PROVIDER_API_KEY")
@@ -234,6 +222,17 @@ func Load(lookup LookupFunc) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
 	}
 	return cfg, nil
+}
+
+// splitList splits a comma-separated value, dropping spaces and empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // parseBaseURL accepts an absolute http or https origin, optionally with a trailing slash.

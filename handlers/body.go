@@ -24,7 +24,7 @@ type jsonBody struct {
 // Duplicate keys are refused rather than letting the last one silently win, so every component
 // that reads the body sees the same values.
 func readBody(c *fiber.Ctx) (*jsonBody, error) {
-	raw := bytes.TrimSpace(c.Body())
+	raw := bytes.Trim(c.Body(), " \t\r\n") // JSON's own whitespace
 	if len(raw) == 0 {
 		return &jsonBody{}, nil
 	}
