@@ -1,7 +1,8 @@
 // Command codeauth is a passwordless e-mail-code authentication service.
 //
-//	codeauth            run the HTTP service (same as "codeauth serve")
-//	codeauth migrate    create or update the database schema, then exit
+//	codeauth                      run the HTTP service (same as "codeauth serve")
+//	codeauth migrate              create or update the database schema, then exit
+//	codeauth auth:prune-throttle  remove expired throttle rows, codes and sessions once, then exit
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -25,6 +26,7 @@ import (
 	"codeauth/middleware"
 	"codeauth/models"
 
+	pgstorage "github.com/gofiber/storage/postgres/v3"
 	"gorm.io/gorm"
 )
 
@@ -41,12 +43,12 @@ func run(args []string) int {
 		cmd = args[0]
 	}
 	switch cmd {
-	case "serve", "migrate":
+	case "serve", "migrate", auth.JobPruneThrottle:
 	case "help", "-h", "--help":
-		fmt.Println("usage: codeauth [serve|migrate]")
+		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "]")
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve or migrate)\n", cmd)
+		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate or %s)\n", cmd, auth.JobPruneThrottle)
 		return 2
 	}
 
@@ -75,11 +77,52 @@ func run(args []string) int {
 		log.Info("schema is up to date")
 		return 0
 	}
-	if err := serve(ctx, cfg, db, log); err != nil {
+	mailer, err := mail.New(cfg.EmailProviderAPIKey, os.Stdout)
+	if err != nil {
+		log.Error("no mailer", "error", err)
+		return 1
+	}
+	svc, err := auth.New(auth.Options{
+		DB:                     db,
+		Mailer:                 mailer,
+		Secret:                 cfg.Secret,
+		SessionMaxAge:          cfg.SessionMaxAge,
+		MaxFailedVerifications: cfg.MaxFailedVerifications,
+		SiteName:               cfg.SiteName,
+		Logger:                 log,
+	})
+	if err != nil {
+		log.Error("starting the auth service", "error", err)
+		return 1
+	}
+	if cmd == auth.JobPruneThrottle {
+		return runJobOnce(ctx, svc, log, cmd)
+	}
+	if err := serve(ctx, cfg, db, svc, log); err != nil {
 		log.Error("service stopped", "error", err)
 		return 1
 	}
 	return 0
+}
+
+// runJobOnce runs one nightly job now, unless another instance is running it.
+func runJobOnce(ctx context.Context, svc *auth.Service, log *slog.Logger, name string) int {
+	for _, job := range svc.NightlyJobs() {
+		if job.Name != name {
+			continue
+		}
+		ran, err := svc.RunExclusive(ctx, job)
+		switch {
+		case err != nil:
+			log.Error("job failed", "job", name, "error", err)
+			return 1
+		case !ran:
+			log.Info("job skipped: another instance is running it", "job", name)
+		}
+		return 0
+	}
+	log.Error("unknown job", "job", name)
+	return 2
 }
 
 func newLogger(cfg config.Config) *slog.Logger {
@@ -109,33 +152,32 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*go
 	return db, nil
 }
 
-func serve(ctx context.Context, cfg config.Config, db *gorm.DB, log *slog.Logger) error {
-	mailer, err := mail.New(cfg.EmailProviderAPIKey, os.Stdout)
-	if err != nil {
-		return err
-	}
-	svc, err := auth.New(auth.Options{
-		DB:            db,
-		Mailer:        mailer,
-		Secret:        cfg.Secret,
-		SessionMaxAge: cfg.SessionMaxAge,
-		SiteName:      cfg.SiteName,
-		Logger:        log,
-	})
-	if err != nil {
-		return err
-	}
+func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Service, log *slog.Logger) error {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return err
 	}
+	var rateStore middleware.RateStore
+	if cfg.RateLimitStore == "postgres" {
+		kv, err := sharedStorage(cfg.DatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer kv.Close()
+		rateStore = middleware.NewSharedRateStore(kv)
+	}
 	app := handlers.NewApp(handlers.Deps{
-		Auth:         svc,
-		CookiePrefix: cfg.CookiePrefix,
-		Secure:       cfg.Secure,
-		Ready:        sqlDB.PingContext,
-		Logger:       log,
+		Auth:           svc,
+		BaseURL:        cfg.BaseURL,
+		TrustedOrigins: cfg.TrustedOrigins,
+		TrustedProxies: cfg.TrustedProxies,
+		RateStore:      rateStore,
+		CookiePrefix:   cfg.CookiePrefix,
+		Secure:         cfg.Secure,
+		Ready:          sqlDB.PingContext,
+		Logger:         log,
 	})
+	go svc.RunNightly(ctx, svc.NightlyJobs())
 
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.Port))
 	if err != nil {
@@ -159,4 +201,15 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, log *slog.Logger
 		return err
 	}
 	return nil
+}
+
+// sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres. The storage
+// package panics when it cannot connect; that becomes an error here.
+func sharedStorage(databaseURL string) (kv *pgstorage.Storage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("RATE_LIMIT_STORE=postgres: %v", r)
+		}
+	}()
+	return pgstorage.New(pgstorage.Config{ConnectionURI: databaseURL, Table: "rate_limit", GCInterval: time.Minute}), nil
 }

@@ -16,9 +16,17 @@ import (
 // SendSignInCode issues a sign-in code for the address and e-mails it. It answers the same way
 // whether or not an account exists: the account is only created when the code is verified.
 // A new code replaces the previous one for the same address, with a fresh attempt budget.
+// An address gets SendLimit codes per SendWindow, counted in the database across instances, and
+// none while it is locked by failed verifications; both refusals are RateLimitErrors.
 func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	email, err := NormalizeEmail(rawEmail)
 	if err != nil {
+		return err
+	}
+	if err := s.checkLocked(ctx, email); err != nil {
+		return err
+	}
+	if err := s.throttleSend(ctx, email); err != nil {
 		return err
 	}
 	code, id, err := s.issueCode(ctx, PurposeSignIn, email, email)
@@ -58,7 +66,7 @@ func (s *Service) issueCode(ctx context.Context, purpose, subject, email string)
 	}
 	err = s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "purpose"}, {Name: "subject"}},
-		DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "expires_at", "created_at"}),
+		DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "exhausted", "expires_at", "created_at"}),
 	}).Create(&v).Error
 	if err != nil {
 		return "", "", fmt.Errorf("auth: storing a code: %w", err)
@@ -73,8 +81,10 @@ func (s *Service) issueCode(ctx context.Context, purpose, subject, email string)
 //
 // The attempt is spent by one conditional UPDATE committed on its own before the comparison, so
 // parallel guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons
-// in total, and a failure later in the request cannot roll the count back.
-func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string) (*models.Verification, error) {
+// in total, and a failure later in the request cannot roll the count back. guard runs once the
+// attempt is spent and before the comparison (the per-address failure cap); its error is
+// returned instead of comparing.
+func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, guard func() error) (*models.Verification, error) {
 	if !validCodeShape(code) {
 		return nil, ErrInvalidOTP
 	}
@@ -101,6 +111,11 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 	if res.RowsAffected != 1 {
 		return nil, s.spentCode(ctx, v.ID, now)
 	}
+	if guard != nil {
+		if err := guard(); err != nil {
+			return nil, err
+		}
+	}
 	s.stats.codeComparisons.Add(1)
 	if !sameHash(v.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
 		return nil, ErrInvalidOTP
@@ -109,7 +124,10 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 }
 
 // spentCode explains why no attempt could be spent on the row with id: it is gone (used or
-// replaced), out of attempts (it is deleted: the code is dead), or expired.
+// replaced), out of attempts, or expired. Out of attempts is reported as ErrTooManyAttempts once,
+// to the request that marks the row exhausted, and as ErrInvalidOTP after that (better-auth's
+// sequence). The row is not deleted: one of the comparisons reserved before the budget ran out
+// may still be consuming it.
 func (s *Service) spentCode(ctx context.Context, id string, now time.Time) error {
 	db := s.db.WithContext(ctx)
 	var v models.Verification
@@ -121,9 +139,9 @@ func (s *Service) spentCode(ctx context.Context, id string, now time.Time) error
 		return fmt.Errorf("auth: reading a code: %w", err)
 	}
 	if v.Attempts >= OTPMaxAttempts {
-		res := db.Where("id = ? AND attempts >= ?", id, OTPMaxAttempts).Delete(&models.Verification{})
+		res := db.Model(&models.Verification{}).Where("id = ? AND exhausted = ?", id, false).Update("exhausted", true)
 		if res.Error != nil {
-			return fmt.Errorf("auth: deleting a spent code: %w", res.Error)
+			return fmt.Errorf("auth: marking a code exhausted: %w", res.Error)
 		}
 		if res.RowsAffected == 0 {
 			// A parallel request reported the exhaustion first.

@@ -11,9 +11,10 @@ import (
 // for one purpose verifies for another. The session cookie signature uses the secret itself: it
 // is the better-auth wire format (HMAC-SHA256(secret, token)) that existing clients carry.
 type keys struct {
-	cookie []byte      // signs session tokens in cookies and set-auth-token
-	otp    []byte      // keys the code hashes
-	cache  cipher.AEAD // seals the session_data cookie cache
+	cookie   []byte      // signs session tokens in cookies and set-auth-token
+	otp      []byte      // keys the code hashes
+	throttle []byte      // keys the address hashes of auth_throttle
+	cache    cipher.AEAD // seals the session_data cookie cache
 }
 
 func deriveKey(secret []byte, label string) []byte {
@@ -32,8 +33,9 @@ func newKeys(secret []byte) (*keys, error) {
 		return nil, err
 	}
 	return &keys{
-		cookie: append([]byte(nil), secret...),
-		otp:    deriveKey(secret, "otp"),
-		cache:  aead,
+		cookie:   append([]byte(nil), secret...),
+		otp:      deriveKey(secret, "otp"),
+		throttle: deriveKey(secret, "throttle"),
+		cache:    aead,
 	}, nil
 }

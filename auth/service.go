@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,8 @@ type Options struct {
 	Secret []byte
 	// SessionMaxAge is the absolute session cap counted from sign-in.
 	SessionMaxAge time.Duration
+	// MaxFailedVerifications is AUTH_MAX_FAILED_VERIFICATIONS; 0 means the default.
+	MaxFailedVerifications int
 	// SiteName names the service in e-mails.
 	SiteName string
 	// Now is the clock; nil means time.Now. Tests pass a clock they can move.
@@ -36,11 +39,16 @@ type Service struct {
 	mailer        mail.Mailer
 	keys          *keys
 	sessionMaxAge time.Duration
+	maxFailures   int
 	siteName      string
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
 	stats         counters
+	// jobLocks keeps a job from running twice at once in this instance.
+	jobLocks sync.Map
+	// jobStarted, when set by tests, is called once a job holds its lock.
+	jobStarted func(name string)
 }
 
 // New builds a Service.
@@ -60,6 +68,7 @@ func New(opts Options) (*Service, error) {
 		mailer:        opts.Mailer,
 		keys:          k,
 		sessionMaxAge: opts.SessionMaxAge,
+		maxFailures:   opts.MaxFailedVerifications,
 		siteName:      opts.SiteName,
 		clock:         opts.Now,
 		log:           opts.Logger,
@@ -73,6 +82,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
+	}
+	if s.maxFailures <= 0 {
+		s.maxFailures = DefaultMaxFailedVerifications
 	}
 	if s.siteName == "" {
 		s.siteName = "codeauth"
@@ -96,10 +108,12 @@ type Stats struct {
 	SignUps int64
 	// FailedVerifications is the number of verifications that did not sign anyone in.
 	FailedVerifications int64
+	// Throttled is the number of sends and verifies refused by the per-address limits.
+	Throttled int64
 }
 
 type counters struct {
-	codesIssued, codeComparisons, signIns, signUps, failedVerifications atomic.Int64
+	codesIssued, codeComparisons, signIns, signUps, failedVerifications, throttled atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -110,6 +124,7 @@ func (s *Service) Stats() Stats {
 		SignIns:             s.stats.signIns.Load(),
 		SignUps:             s.stats.signUps.Load(),
 		FailedVerifications: s.stats.failedVerifications.Load(),
+		Throttled:           s.stats.throttled.Load(),
 	}
 }
 

@@ -30,6 +30,8 @@ type SignInResult struct {
 
 // SignIn verifies a sign-in code and opens a session. An address without an account gets one
 // here, and nowhere else: an account exists only once someone has proved they read its mailbox.
+// Past the cap of consecutive failed verifications for the address, it fails with a
+// RateLimitError without comparing; a successful sign-in resets the count.
 //
 // Consuming the code, creating the account with its UserData and linking earlier purchases, and
 // creating the session happen in one transaction; if it fails, the code stays usable. The welcome
@@ -43,7 +45,11 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code)
+	if err := s.checkLocked(ctx, email); err != nil {
+		s.stats.failedVerifications.Add(1)
+		return nil, err
+	}
+	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, func() error { return s.reserveFailure(ctx, email) })
 	if err != nil {
 		s.stats.failedVerifications.Add(1)
 		return nil, err
@@ -57,6 +63,9 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		}
 		if !ok {
 			return ErrInvalidOTP
+		}
+		if err := s.clearFailures(tx, email); err != nil {
+			return err
 		}
 		user, created, err := s.findOrCreateUser(tx, email, name)
 		if err != nil {

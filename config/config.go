@@ -54,6 +54,11 @@ type Config struct {
 	CookiePrefix string
 	// SessionMaxAge is the absolute session lifetime counted from sign-in (AUTH_SESSION_MAX_AGE).
 	SessionMaxAge time.Duration
+	// MaxFailedVerifications is how many consecutive failed verifications lock an address for a
+	// day (AUTH_MAX_FAILED_VERIFICATIONS).
+	MaxFailedVerifications int
+	// RateLimitStore is where per-IP counters live: "memory" or "postgres" (RATE_LIMIT_STORE).
+	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
 	// LogLevel is the minimum level written to the log (LOG_LEVEL).
@@ -88,13 +93,15 @@ func Load(lookup LookupFunc) (Config, error) {
 		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
 	}
 	cfg := Config{
-		Port:          3000,
-		DataDir:       "data",
-		CookiePrefix:  "auth",
-		SiteName:      "codeauth",
-		SessionMaxAge: DefaultSessionMaxAge,
-		LogLevel:      slog.LevelInfo,
-		LogFormat:     "text",
+		Port:                   3000,
+		DataDir:                "data",
+		CookiePrefix:           "auth",
+		SiteName:               "codeauth",
+		MaxFailedVerifications: 25,
+		RateLimitStore:         "memory",
+		SessionMaxAge:          DefaultSessionMaxAge,
+		LogLevel:               slog.LevelInfo,
+		LogFormat:              "text",
 	}
 
 	if v := get("PORT"); v != "" {
@@ -168,6 +175,26 @@ func Load(lookup LookupFunc) (Config, error) {
 		} else {
 			cfg.SessionMaxAge = d
 		}
+	}
+
+	if v := get("AUTH_MAX_FAILED_VERIFICATIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			bad("AUTH_MAX_FAILED_VERIFICATIONS", "%q must be a whole number from 1 to 100 (NIST SP 800-63B allows at most 100)", v)
+		} else {
+			cfg.MaxFailedVerifications = n
+		}
+	}
+
+	switch v := strings.ToLower(get("RATE_LIMIT_STORE")); v {
+	case "", "memory":
+	case "postgres":
+		if cfg.DatabaseURL == "" {
+			bad("RATE_LIMIT_STORE", "postgres needs DATABASE_URL to be a postgres:// URL")
+		}
+		cfg.RateLimitStore = "postgres"
+	default:
+		bad("RATE_LIMIT_STORE", "%q must be memory or postgres", v)
 	}
 
 	if v := get("SITE_NAME"); v != "" {

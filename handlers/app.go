@@ -6,6 +6,7 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"codeauth/auth"
@@ -21,6 +22,15 @@ const BodyLimit = 16 * 1024
 // Deps are what the HTTP layer needs.
 type Deps struct {
 	Auth *auth.Service
+	// BaseURL is the service's public origin (AUTH_URL); it is always trusted.
+	BaseURL string
+	// TrustedOrigins and TrustedProxies come from AUTH_TRUSTED_ORIGINS and AUTH_TRUSTED_PROXIES.
+	TrustedOrigins []string
+	TrustedProxies []netip.Prefix
+	// RateStore holds the per-IP counters; nil means a bounded in-memory store.
+	RateStore middleware.RateStore
+	// Now is the clock of the per-IP windows; nil means time.Now.
+	Now func() time.Time
 	// CookiePrefix and Secure shape the session cookies (AUTH_COOKIE_PREFIX, https AUTH_URL).
 	CookiePrefix string
 	Secure       bool
@@ -51,16 +61,26 @@ func NewApp(d Deps) *fiber.App {
 	})
 
 	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
+	ips := middleware.NewIPResolver(d.TrustedProxies, log)
+	origins := middleware.NewOrigins(d.BaseURL, d.TrustedOrigins)
+	store := d.RateStore
+	if store == nil {
+		store = middleware.NewMemoryRateStore(middleware.DefaultMaxRateKeys)
+	}
+	limiter := middleware.NewRateLimiter(store, d.Now)
 	api := &authAPI{auth: d.Auth, sessions: sessions}
 	own := &ownAPI{auth: d.Auth}
 	health := &healthAPI{ready: d.Ready, log: log}
 
 	app.Use(middleware.RequestContext(log, errorHandler))
+	app.Use(ips.Handler())
 	app.Use(recover.New())
 	app.Use(func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 		return c.Next()
 	})
+	app.Use(origins.CORS())
+	app.Use(origins.CheckOrigin())
 
 	app.Get("/healthz", health.alive)
 	app.Get("/readyz", health.readyz)
@@ -69,10 +89,10 @@ func NewApp(d Deps) *fiber.App {
 		// Answers here are about one person; no cache may keep them.
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return c.Next()
-	})
+	}, limiter.Limit(middleware.RuleDefault))
 	authGroup := apiGroup.Group("/auth")
-	authGroup.Post("/email-otp/send-verification-otp", api.sendVerificationOTP)
-	authGroup.Post("/sign-in/email-otp", api.signInEmailOTP)
+	authGroup.Post("/email-otp/send-verification-otp", limiter.Limit(middleware.RuleSendCode), api.sendVerificationOTP)
+	authGroup.Post("/sign-in/email-otp", limiter.Limit(middleware.RuleSignIn), api.signInEmailOTP)
 	authGroup.Get("/get-session", api.getSession)
 	authGroup.Post("/sign-out", api.signOut)
 	authGroup.Post("/update-user", sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized), api.updateUser)

@@ -3,8 +3,11 @@ package handlers
 import (
 	"errors"
 	"log/slog"
+	"math"
+	"strconv"
 
 	"codeauth/auth"
+	"codeauth/middleware"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -46,6 +49,7 @@ var (
 		auth.ErrTooManyAttempts: newAPIError(fiber.StatusForbidden, "TOO_MANY_ATTEMPTS", "Too many attempts"),
 		auth.ErrDelivery:        errServiceUnavailable,
 		auth.ErrUserNotFound:    errUnknownUser,
+		auth.ErrRateLimited:     newAPIError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
 	}
 	// fiberErrors are the router's and the HTTP server's own failures.
 	fiberErrors = map[int]*apiError{
@@ -78,6 +82,10 @@ func toAPIError(err error) (*apiError, bool) {
 	if errors.As(err, &fe) {
 		return validationError("[body." + fe.Field + "] " + fe.Reason), true
 	}
+	var oe *middleware.OriginError
+	if errors.As(err, &oe) {
+		return newAPIError(oe.Status, oe.Code, oe.Message), true
+	}
 	var fiberErr *fiber.Error
 	if errors.As(err, &fiberErr) {
 		if answer, ok := fiberErrors[fiberErr.Code]; ok {
@@ -100,6 +108,13 @@ func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
 			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(), "path", c.Path(), "error", err)
 		}
 		c.Set(fiber.HeaderCacheControl, "no-store")
+		var limited *auth.RateLimitError
+		if errors.As(err, &limited) {
+			// better-auth clients read X-Retry-After; everything else reads Retry-After.
+			secs := strconv.FormatInt(int64(math.Ceil(limited.RetryAfter.Seconds())), 10)
+			c.Set("X-Retry-After", secs)
+			c.Set(fiber.HeaderRetryAfter, secs)
+		}
 		return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
 	}
 }

@@ -239,7 +239,8 @@ func TestSignOut_KillsCookieCacheAndBearer(t *testing.T) {
 		s := e.SignIn("alice@example.com")
 		expectSession(t, getSession(e, s.Cookies()), s.UserID)
 
-		r := e.Do(apptest.Request{Method: "POST", Path: "/api/auth/sign-out", JSON: map[string]any{}, Cookies: s.Cookies()})
+		r := e.Do(apptest.Request{Method: "POST", Path: "/api/auth/sign-out", JSON: map[string]any{}, Cookies: s.Cookies(),
+			Header: http.Header{"Origin": {e.URL}}})
 		if r.Status != 200 || string(r.Body) != `{"success":true}` {
 			t.Fatalf("sign-out: %d %s", r.Status, r.Body)
 		}
@@ -308,6 +309,13 @@ func TestCookieCache_BoundToItsSessionCookie(t *testing.T) {
 		tampered[20] ^= 'A' ^ 'B'
 		r = getSession(e, []*http.Cookie{{Name: a.TokenCookie.Name, Value: a.TokenCookie.Value}, {Name: a.DataCookie.Name, Value: string(tampered)}})
 		expectSession(t, r, a.UserID)
+		if r.Cookie("auth.session_data") == nil {
+			t.Fatal("a tampered cache was answered from, not replaced by a database answer")
+		}
+		// An intact cache is answered without the database, so no new cache is set.
+		if r := getSession(e, a.Cookies()); r.Cookie("auth.session_data") != nil {
+			t.Fatal("an intact cache was not used")
+		}
 	})
 }
 
@@ -398,18 +406,29 @@ func TestSession_AbsoluteCap(t *testing.T) {
 	}
 }
 
-// Catalogue B24, G66: a cookie planted before sign-in is never adopted.
+// Catalogue B24, G66: signing in never adopts a session cookie that was already in the browser
+// (session fixation): an attacker who plants their own valid session cookie gains nothing.
 func TestSession_PlantedCookieIsNotAdopted(t *testing.T) {
 	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
-		planted := strings.Repeat("Q", 43)
+		attacker := e.SignIn("mallory@example.com")
 		code := e.SendCode("alice@example.com")
 		r := e.Do(apptest.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "alice@example.com", "otp": code},
-			Cookies: []*http.Cookie{{Name: "auth.session_token", Value: planted}}})
-		var body struct{ Token string }
-		r.Decode(t, &body)
-		if body.Token == planted || body.Token == "" {
-			t.Fatalf("sign-in token %q", body.Token)
+			Cookies: attacker.Cookies(), Header: http.Header{"Origin": {e.URL}}})
+		var body struct {
+			Token string
+			User  struct{ ID string }
 		}
-		expectNoSession(t, getSession(e, nil, "Authorization", "Bearer "+planted))
+		r.Decode(t, &body)
+		if body.Token == "" || body.Token == attacker.Token {
+			t.Fatalf("victim's sign-in token %q reuses the planted session", body.Token)
+		}
+		if c := r.Cookie("auth.session_token"); c == nil || c.Value == attacker.TokenCookie.Value {
+			t.Fatal("the planted session cookie was not replaced")
+		}
+		// The planted session still belongs to the attacker, not to the victim.
+		expectSession(t, getSession(e, nil, "Authorization", "Bearer "+attacker.Bearer), attacker.UserID)
+		if body.User.ID == attacker.UserID {
+			t.Fatal("the victim was signed in as the attacker")
+		}
 	})
 }

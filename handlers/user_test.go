@@ -14,7 +14,8 @@ const updateUserPath = "/api/auth/update-user"
 func TestUpdateUser_ChangesTheName(t *testing.T) {
 	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
 		s := e.SignIn("alice@example.com")
-		r := e.Do(apptest.Request{Method: "POST", Path: updateUserPath, JSON: map[string]any{"name": "Alice Liddell"}, Cookies: s.Cookies()})
+		r := e.Do(apptest.Request{Method: "POST", Path: updateUserPath, JSON: map[string]any{"name": "Alice Liddell"}, Cookies: s.Cookies(),
+			Header: http.Header{"Origin": {e.URL}}})
 		if r.Status != 200 || string(r.Body) != `{"status":true}` {
 			t.Fatalf("update-user: %d %s", r.Status, r.Body)
 		}

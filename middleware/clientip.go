@@ -1,37 +1,156 @@
 package middleware
 
 import (
+	"log/slog"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 )
 
-// ClientIP is the address of the client that sent the request, the one place it is worked out:
-// x-forwarded-for when it holds exactly one valid address, then x-real-ip, then the connection's
-// peer address. IPv4-mapped IPv6 addresses are reported as IPv4.
-func ClientIP(c *fiber.Ctx) string {
-	if a, ok := singleIP(c.Get(fiber.HeaderXForwardedFor)); ok {
-		return a.String()
+// clientAddr is what the resolver found for one request.
+type clientAddr struct {
+	addr netip.Addr
+	ok   bool
+}
+
+const clientAddrKey = "codeauth.client"
+
+// IPResolver works out the client's address, the one place this is done (rate limits, the
+// session's ipAddress and the access log all read its answer).
+//
+// Without trusted proxies: x-forwarded-for when it holds exactly one valid address, else
+// x-real-ip when it holds one, else, when neither header is present, the connection's peer.
+// A forwarded-for chain of several hops cannot be resolved without knowing the proxies: such a
+// request has no client address (it is not guessed from a header the client may have written).
+//
+// With trusted proxies (AUTH_TRUSTED_PROXIES): a peer outside them is the client itself and its
+// headers are ignored. Behind a trusted peer, the x-forwarded-for chain is walked from the right
+// past trusted hops and the first untrusted hop is the client; a malformed hop makes the address
+// unresolvable (fail closed). An empty chain falls back to x-real-ip, then the peer.
+//
+// IPv4-mapped IPv6 addresses are IPv4. Rate limits group IPv6 addresses by /64 (RateKey).
+type IPResolver struct {
+	trusted []netip.Prefix
+	log     *slog.Logger
+	warn    sync.Once
+}
+
+// NewIPResolver returns a resolver that trusts the given proxy networks.
+func NewIPResolver(trusted []netip.Prefix, log *slog.Logger) *IPResolver {
+	return &IPResolver{trusted: trusted, log: log}
+}
+
+// Handler resolves the address of each request once and keeps it for ClientIP and RateKey.
+func (r *IPResolver) Handler() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		addr, ok := r.resolve(c)
+		if !ok {
+			r.warn.Do(func() {
+				r.log.WarnContext(c.UserContext(), "a client address could not be resolved: x-forwarded-for holds several "+
+					"addresses and AUTH_TRUSTED_PROXIES does not cover them; such requests share one rate-limit bucket per route")
+			})
+		}
+		c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok})
+		return c.Next()
 	}
-	if a, ok := singleIP(c.Get("X-Real-Ip")); ok {
-		return a.String()
+}
+
+func (r *IPResolver) resolve(c *fiber.Ctx) (netip.Addr, bool) {
+	h := &c.Context().Request.Header
+	xff := h.PeekAll(fiber.HeaderXForwardedFor)
+	peer, peerOK := netip.AddrFromSlice(c.Context().RemoteIP())
+	peer = peer.Unmap()
+
+	if len(r.trusted) > 0 {
+		if !peerOK || !r.isTrusted(peer) {
+			return peer, peerOK
+		}
+		var hops []string
+		for _, v := range xff {
+			hops = append(hops, strings.Split(string(v), ",")...)
+		}
+		for i := len(hops) - 1; i >= 0; i-- {
+			a, ok := parseIP(hops[i])
+			if !ok {
+				return netip.Addr{}, false
+			}
+			if !r.isTrusted(a) {
+				return a, true
+			}
+		}
+		if len(hops) > 0 {
+			// Every hop is a trusted proxy: the leftmost is as far back as the chain goes.
+			a, _ := parseIP(hops[0])
+			return a, true
+		}
+		if a, ok := singleIP(h.Peek("X-Real-Ip")); ok {
+			return a, true
+		}
+		return peer, true
 	}
-	if a, ok := netip.AddrFromSlice(c.Context().RemoteIP()); ok {
-		return a.Unmap().String()
+
+	if len(xff) == 1 {
+		if a, ok := singleIP(xff[0]); ok {
+			return a, true
+		}
 	}
-	return ""
+	realIP := h.Peek("X-Real-Ip")
+	if a, ok := singleIP(realIP); ok {
+		return a, true
+	}
+	if len(xff) == 0 && len(realIP) == 0 && peerOK {
+		return peer, true
+	}
+	return netip.Addr{}, false
+}
+
+func (r *IPResolver) isTrusted(a netip.Addr) bool {
+	for _, p := range r.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // singleIP parses a header value that must be exactly one IP address.
-func singleIP(v string) (netip.Addr, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" || strings.IndexByte(v, ',') >= 0 {
+func singleIP(v []byte) (netip.Addr, bool) {
+	if len(v) == 0 || strings.IndexByte(string(v), ',') >= 0 {
 		return netip.Addr{}, false
 	}
-	a, err := netip.ParseAddr(v)
+	return parseIP(string(v))
+}
+
+// parseIP parses one address of a forwarding header: no port, no zone, no brackets.
+func parseIP(s string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(strings.TrimSpace(s))
 	if err != nil || a.Zone() != "" {
 		return netip.Addr{}, false
 	}
 	return a.Unmap(), true
+}
+
+// ClientIP is the client's address as text, or "" when it could not be resolved.
+func ClientIP(c *fiber.Ctx) string {
+	if ca, ok := c.Locals(clientAddrKey).(clientAddr); ok && ca.ok {
+		return ca.addr.String()
+	}
+	return ""
+}
+
+// RateKey is the client's rate-limit identity: the IPv4 address, or the /64 network of an IPv6
+// address (one host usually holds a whole /64, so single addresses would be free to rotate). It
+// is "" when the address could not be resolved.
+func RateKey(c *fiber.Ctx) string {
+	ca, ok := c.Locals(clientAddrKey).(clientAddr)
+	if !ok || !ca.ok {
+		return ""
+	}
+	if ca.addr.Is6() {
+		p, _ := ca.addr.Prefix(64)
+		return p.String()
+	}
+	return ca.addr.String()
 }

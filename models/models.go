@@ -56,7 +56,10 @@ type Account struct {
 // unique index), so issuing a new code replaces the previous one. Subject is the canonical e-mail
 // for sign-in codes and the requesting user's id for codes bound to an account; Email is the
 // address the code was sent to. CodeHash is an HMAC of the code bound to purpose, subject and
-// e-mail. Attempts counts comparisons made, raised by one atomic conditional UPDATE each.
+// e-mail. Attempts counts comparisons made, raised by one atomic conditional UPDATE each, and never
+// passes the budget; Exhausted is set by the one request that reports the budget spent. The row
+// stays until it expires or is replaced, so a comparison reserved within the budget can still
+// consume it.
 type Verification struct {
 	ID        string    `gorm:"type:uuid;primaryKey"`
 	Purpose   string    `gorm:"size:32;not null;uniqueIndex:idx_verification_subject,priority:1"`
@@ -64,6 +67,7 @@ type Verification struct {
 	Email     string    `gorm:"size:254;not null"`
 	CodeHash  string    `gorm:"size:64;not null"`
 	Attempts  int       `gorm:"not null"`
+	Exhausted bool      `gorm:"not null"`
 	ExpiresAt time.Time `gorm:"not null;index"`
 	CreatedAt time.Time `gorm:"not null"`
 }

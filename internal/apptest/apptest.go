@@ -16,17 +16,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"codeauth/auth"
 	"codeauth/handlers"
 	"codeauth/mail"
+	"codeauth/middleware"
 	"codeauth/models"
 
 	"github.com/gofiber/fiber/v2"
@@ -75,16 +78,21 @@ type Env struct {
 	// URL is the base URL of the listening server, e.g. http://127.0.0.1:41234.
 	URL string
 	// Logs holds everything the service logged.
-	Logs   *SyncBuffer
-	t      testing.TB
-	client *http.Client
+	Logs     *SyncBuffer
+	t        testing.TB
+	client   *http.Client
+	requests atomic.Uint64
 }
 
 // Settings adjust the service an Env runs.
 type Settings struct {
-	SessionMaxAge time.Duration
-	CookiePrefix  string
-	Secure        bool
+	SessionMaxAge          time.Duration
+	CookiePrefix           string
+	Secure                 bool
+	TrustedOrigins         []string
+	TrustedProxies         []netip.Prefix
+	MaxFailedVerifications int
+	RateStore              middleware.RateStore
 }
 
 // Option changes Settings.
@@ -95,6 +103,30 @@ func WithSessionMaxAge(d time.Duration) Option { return func(s *Settings) { s.Se
 
 // WithSecure serves as if AUTH_URL were https: Secure, __Secure- cookies.
 func WithSecure() Option { return func(s *Settings) { s.Secure = true } }
+
+// WithTrustedOrigins sets AUTH_TRUSTED_ORIGINS.
+func WithTrustedOrigins(origins ...string) Option {
+	return func(s *Settings) { s.TrustedOrigins = origins }
+}
+
+// WithTrustedProxies sets AUTH_TRUSTED_PROXIES.
+func WithTrustedProxies(cidrs ...string) Option {
+	return func(s *Settings) {
+		for _, c := range cidrs {
+			s.TrustedProxies = append(s.TrustedProxies, netip.MustParsePrefix(c))
+		}
+	}
+}
+
+// WithMaxFailedVerifications sets AUTH_MAX_FAILED_VERIFICATIONS.
+func WithMaxFailedVerifications(n int) Option {
+	return func(s *Settings) { s.MaxFailedVerifications = n }
+}
+
+// WithRateStore replaces the in-memory per-IP store.
+func WithRateStore(store middleware.RateStore) Option {
+	return func(s *Settings) { s.RateStore = store }
+}
 
 // Start is the fixed time every test clock starts at.
 var Start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -112,10 +144,6 @@ func ForEachDB(t *testing.T, fn func(t *testing.T, e *Env), opts ...Option) {
 // New starts a service on dialect with a fresh, migrated database.
 func New(t testing.TB, dialect string, opts ...Option) *Env {
 	t.Helper()
-	settings := Settings{SessionMaxAge: 365 * 24 * time.Hour, CookiePrefix: "auth"}
-	for _, o := range opts {
-		o(&settings)
-	}
 	clock := NewClock(Start)
 	logs := &SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -139,26 +167,50 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 	if err := models.Migrate(ctx, db); err != nil {
 		t.Fatalf("migrating %s: %v", dialect, err)
 	}
+	e := &Env{Dialect: dialect, DB: db, Clock: clock, Mailer: mail.NewMemory(), Logs: logs, t: t}
+	e.start(opts)
+	return e
+}
 
-	mailer := mail.NewMemory()
+// Sibling starts a second instance of the service on the same database, clock and mailer, as a
+// fleet behind a load balancer would run.
+func (e *Env) Sibling(opts ...Option) *Env {
+	e.t.Helper()
+	s := &Env{Dialect: e.Dialect, DB: e.DB, Clock: e.Clock, Mailer: e.Mailer, Logs: e.Logs, t: e.t}
+	s.start(opts)
+	return s
+}
+
+// start runs an auth service and the app for e on a fresh loopback listener.
+func (e *Env) start(opts []Option) {
+	t := e.t
+	settings := Settings{SessionMaxAge: 365 * 24 * time.Hour, CookiePrefix: "auth"}
+	for _, o := range opts {
+		o(&settings)
+	}
+	log := slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	svc, err := auth.New(auth.Options{
-		DB: db, Mailer: mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
-		SessionMaxAge: settings.SessionMaxAge, SiteName: "Codeauth Test", Now: clock.Now, Logger: log,
+		DB: e.DB, Mailer: e.Mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
+		SessionMaxAge: settings.SessionMaxAge, MaxFailedVerifications: settings.MaxFailedVerifications,
+		SiteName: "Codeauth Test", Now: e.Clock.Now, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := handlers.NewApp(handlers.Deps{
-		Auth: svc, CookiePrefix: settings.CookiePrefix, Secure: settings.Secure,
-		Ready: sqlDB.PingContext, Logger: log,
-	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.URL = "http://" + ln.Addr().String()
+	sqlDB, _ := e.DB.DB()
+	app := handlers.NewApp(handlers.Deps{
+		Auth: svc, BaseURL: e.URL, TrustedOrigins: settings.TrustedOrigins, TrustedProxies: settings.TrustedProxies,
+		RateStore: settings.RateStore, Now: e.Clock.Now,
+		CookiePrefix: settings.CookiePrefix, Secure: settings.Secure, Ready: sqlDB.PingContext, Logger: log,
+	})
 	go app.Listener(ln)
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}
-	httpClient := &http.Client{
+	e.client = &http.Client{
 		Transport:     transport,
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -169,11 +221,7 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 			t.Errorf("shutting the app down: %v", err)
 		}
 	})
-
-	return &Env{
-		Dialect: dialect, DB: db, Clock: clock, Mailer: mailer, Auth: svc, App: app,
-		URL: "http://" + ln.Addr().String(), Logs: logs, t: t, client: httpClient,
-	}
+	e.Auth, e.App = svc, app
 }
 
 var (
@@ -247,6 +295,8 @@ type Request struct {
 	ContentType string
 	Header      http.Header
 	Cookies     []*http.Cookie
+	// SameClient sends no X-Forwarded-For, so the request comes from the connection's address.
+	SameClient bool
 }
 
 // Response is an HTTP answer with its body read.
@@ -288,6 +338,12 @@ func (e *Env) Do(r Request) *Response {
 		for _, v := range vs {
 			req.Header.Add(k, v)
 		}
+	}
+	if _, set := r.Header["X-Forwarded-For"]; !set && !r.SameClient {
+		// Each request comes from its own address, as from many users, so tests that are not
+		// about the per-IP limits do not trip them. Tests of those limits set the header.
+		n := e.requests.Add(1)
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("198.18.%d.%d", n/250%250, n%250+1))
 	}
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)

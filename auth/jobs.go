@@ -1,0 +1,147 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"codeauth/models"
+
+	"gorm.io/gorm"
+)
+
+// JobPruneThrottle is the scheduled task that removes expired throttle rows, codes and sessions.
+const JobPruneThrottle = "auth:prune-throttle"
+
+// NightlyHour is when the nightly jobs run, in the server's local time zone (TZ).
+const NightlyHour = 3
+
+// PruneResult counts the rows a prune removed.
+type PruneResult struct {
+	Throttles     int64
+	Verifications int64
+	Sessions      int64
+}
+
+// PruneExpired deletes throttle counters whose window has passed, codes past their expiry and
+// sessions past their idle or absolute expiry. Live rows are never touched.
+func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
+	now := s.now()
+	var r PruneResult
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Where("reset_at <= ?", now).Delete(&models.AuthThrottle{})
+		if res.Error != nil {
+			return res.Error
+		}
+		r.Throttles = res.RowsAffected
+		if res = tx.Where("expires_at <= ?", now).Delete(&models.Verification{}); res.Error != nil {
+			return res.Error
+		}
+		r.Verifications = res.RowsAffected
+		if res = tx.Where("expires_at <= ? OR absolute_expires_at <= ?", now, now).Delete(&models.Session{}); res.Error != nil {
+			return res.Error
+		}
+		r.Sessions = res.RowsAffected
+		return nil
+	})
+	if err != nil {
+		return PruneResult{}, fmt.Errorf("auth: pruning: %w", err)
+	}
+	return r, nil
+}
+
+// Job is a named task run at most once at a time across all instances.
+type Job struct {
+	Name string
+	Run  func(context.Context) error
+}
+
+// NightlyJobs are the tasks the server runs every night.
+func (s *Service) NightlyJobs() []Job {
+	return []Job{{Name: JobPruneThrottle, Run: func(ctx context.Context) error {
+		r, err := s.PruneExpired(ctx)
+		if err == nil {
+			s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle,
+				"throttles", r.Throttles, "codes", r.Verifications, "sessions", r.Sessions)
+		}
+		return err
+	}}}
+}
+
+// RunExclusive runs job unless it is already running. On PostgreSQL a session advisory lock
+// (pg_try_advisory_lock) is held for the duration, so of any number of instances exactly one
+// runs it and the others skip; on SQLite, which serves one instance, a process lock does. It
+// reports whether the job ran here.
+func (s *Service) RunExclusive(ctx context.Context, job Job) (bool, error) {
+	mu, _ := s.jobLocks.LoadOrStore(job.Name, &sync.Mutex{})
+	if !mu.(*sync.Mutex).TryLock() {
+		return false, nil
+	}
+	defer mu.(*sync.Mutex).Unlock()
+	run := func() error {
+		if s.jobStarted != nil {
+			s.jobStarted(job.Name)
+		}
+		return job.Run(ctx)
+	}
+	if s.db.Dialector.Name() != "postgres" {
+		return true, run()
+	}
+	ran := false
+	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		id := lockID(job.Name)
+		var locked bool
+		if err := conn.Raw("SELECT pg_try_advisory_lock(?)", id).Row().Scan(&locked); err != nil {
+			return fmt.Errorf("auth: taking the lock of %s: %w", job.Name, err)
+		}
+		if !locked {
+			return nil
+		}
+		defer conn.Exec("SELECT pg_advisory_unlock(?)", id)
+		ran = true
+		return run()
+	})
+	return ran, err
+}
+
+// lockID maps a job name to its advisory lock key.
+func lockID(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("codeauth job " + name))
+	return int64(h.Sum64())
+}
+
+// NextNightly returns the first NightlyHour:00 strictly after t, in t's location.
+func NextNightly(t time.Time) time.Time {
+	next := time.Date(t.Year(), t.Month(), t.Day(), NightlyHour, 0, 0, 0, t.Location())
+	if !next.After(t) {
+		next = time.Date(t.Year(), t.Month(), t.Day()+1, NightlyHour, 0, 0, 0, t.Location())
+	}
+	return next
+}
+
+// RunNightly runs jobs every night at NightlyHour local time until ctx ends. Each run goes
+// through RunExclusive, so across a fleet each job runs once a night.
+func (s *Service) RunNightly(ctx context.Context, jobs []Job) {
+	for {
+		now := time.Now()
+		timer := time.NewTimer(NextNightly(now).Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		for _, job := range jobs {
+			ran, err := s.RunExclusive(ctx, job)
+			switch {
+			case err != nil:
+				s.log.ErrorContext(ctx, "nightly job failed", "job", job.Name, "error", err)
+			case !ran:
+				s.log.InfoContext(ctx, "nightly job skipped: another instance runs it", "job", job.Name)
+			}
+		}
+	}
+}

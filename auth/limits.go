@@ -1,0 +1,142 @@
+package auth
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"codeauth/models"
+
+	"gorm.io/gorm"
+)
+
+// ErrRateLimited is matched (errors.Is) by every RateLimitError.
+var ErrRateLimited = errors.New("auth: rate limited")
+
+// RateLimitError means a limit was reached. RetryAfter says when the caller may try again.
+type RateLimitError struct {
+	RetryAfter time.Duration
+}
+
+// Error names the failure.
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("auth: rate limited, retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true for every RateLimitError.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// Limits kept in the database, shared by every instance (CONTRACT.md "Limits").
+const (
+	// SendLimit is how many codes one address may be sent per SendWindow.
+	SendLimit = 5
+	// SendWindow is the window of SendLimit.
+	SendWindow = 15 * time.Minute
+	// DefaultMaxFailedVerifications is the default of AUTH_MAX_FAILED_VERIFICATIONS: consecutive
+	// failed verifications for one address, across codes, before it is locked for the rest of
+	// FailureWindow.
+	DefaultMaxFailedVerifications = 25
+	// FailureWindow is the window in which consecutive failures are counted, from the first one.
+	FailureWindow = 24 * time.Hour
+)
+
+// Kinds of auth_throttle rows.
+const (
+	throttleSend    = "send"
+	throttleFailure = "fail"
+)
+
+// throttleKey names the counter of kind for an address. The address is stored as a keyed hash:
+// the table says how often an address was used without saying which one.
+func (k *keys) throttleKey(kind, email string) string {
+	mac := hmac.New(sha256.New, k.throttle)
+	mac.Write([]byte(email))
+	return kind + ":" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// hitQuery counts one event in a fixed window with a single atomic upsert: a row whose window
+// has passed starts again at 1. Two instances counting at once can never lose an increment.
+const hitQuery = `INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+ count = CASE WHEN auth_throttle.reset_at <= ? THEN 1 ELSE auth_throttle.count + 1 END,
+ reset_at = CASE WHEN auth_throttle.reset_at <= ? THEN excluded.reset_at ELSE auth_throttle.reset_at END,
+ updated_at = excluded.updated_at
+RETURNING count, reset_at`
+
+// hit counts one event for key and returns the count in the current window and when it ends.
+func (s *Service) hit(db *gorm.DB, key string, window time.Duration) (int, time.Time, error) {
+	now := s.now()
+	var count int
+	var resetAt time.Time
+	if err := db.Raw(hitQuery, key, now.Add(window), now, now, now).Row().Scan(&count, &resetAt); err != nil {
+		return 0, time.Time{}, fmt.Errorf("auth: counting %s: %w", key[:4], err)
+	}
+	return count, resetAt.UTC(), nil
+}
+
+// retryAfter is the wait until resetAt, at least a second.
+func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
+	d := resetAt.Sub(s.now())
+	if d < time.Second {
+		d = time.Second
+	}
+	return &RateLimitError{RetryAfter: d}
+}
+
+// throttleSend spends one of the address's SendLimit sends, or fails with a RateLimitError.
+func (s *Service) throttleSend(ctx context.Context, email string) error {
+	count, resetAt, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleSend, email), SendWindow)
+	if err != nil {
+		return err
+	}
+	if count > SendLimit {
+		s.stats.throttled.Add(1)
+		return s.retryAfter(resetAt)
+	}
+	return nil
+}
+
+// checkLocked fails with a RateLimitError while the address has used up its failed
+// verifications; sends and verifies for it are refused until the window passes.
+func (s *Service) checkLocked(ctx context.Context, email string) error {
+	var row models.AuthThrottle
+	err := s.db.WithContext(ctx).Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("auth: reading failures: %w", err)
+	}
+	if row.Count >= s.maxFailures && s.now().Before(row.ResetAt) {
+		s.stats.throttled.Add(1)
+		return s.retryAfter(row.ResetAt)
+	}
+	return nil
+}
+
+// reserveFailure counts a comparison against the address before it is made, so parallel guesses
+// cannot overshoot the cap; a successful sign-in clears the count (clearFailures). It fails with a
+// RateLimitError once the cap is passed.
+func (s *Service) reserveFailure(ctx context.Context, email string) error {
+	count, resetAt, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow)
+	if err != nil {
+		return err
+	}
+	if count > s.maxFailures {
+		s.stats.throttled.Add(1)
+		return s.retryAfter(resetAt)
+	}
+	return nil
+}
+
+// clearFailures resets the address's consecutive failures, inside the sign-in transaction.
+func (s *Service) clearFailures(tx *gorm.DB, email string) error {
+	if err := tx.Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Delete(&models.AuthThrottle{}).Error; err != nil {
+		return fmt.Errorf("auth: clearing failures: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+package middleware
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// AlwaysTrustedOrigins are trusted whatever the configuration: the shells of hybrid mobile apps
+// and plain local development.
+var AlwaysTrustedOrigins = []string{"capacitor://localhost", "ionic://localhost", "http://localhost"}
+
+// OriginError is a refused origin or redirect target; the handlers answer it with Status and
+// Code.
+type OriginError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Error is the message of the refusal.
+func (e *OriginError) Error() string { return e.Message }
+
+// The refusals of the origin checks (better-auth's codes).
+var (
+	ErrMissingOrigin        = &OriginError{fiber.StatusForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin"}
+	ErrInvalidOrigin        = &OriginError{fiber.StatusForbidden, "INVALID_ORIGIN", "Invalid origin"}
+	ErrCrossSiteNavigation  = &OriginError{fiber.StatusForbidden, "CROSS_SITE_NAVIGATION_LOGIN_BLOCKED", "Cross-site navigation login blocked. This request appears to be a CSRF attack."}
+	ErrInvalidCallbackURL   = &OriginError{fiber.StatusForbidden, "INVALID_CALLBACK_URL", "Invalid callbackURL"}
+	ErrInvalidRedirectURL   = &OriginError{fiber.StatusForbidden, "INVALID_REDIRECT_URL", "Invalid redirectURL"}
+	ErrInvalidErrorCallback = &OriginError{fiber.StatusForbidden, "INVALID_ERROR_CALLBACK_URL", "Invalid errorCallbackURL"}
+	ErrInvalidNewUserURL    = &OriginError{fiber.StatusForbidden, "INVALID_NEW_USER_CALLBACK_URL", "Invalid newUserCallbackURL"}
+	errCallbackNotString    = &OriginError{fiber.StatusBadRequest, "VALIDATION_ERROR", "Invalid callbackURL: expected a string"}
+)
+
+// originPattern is one trusted origin. Web origins match exactly (scheme, host and port);
+// custom-scheme origins match their scheme, their host when they name one, and their path and
+// anything below it.
+type originPattern struct {
+	scheme, host, path string
+}
+
+// Origins decides which origins and redirect targets are trusted.
+type Origins struct {
+	patterns []originPattern
+}
+
+// NewOrigins trusts baseURL's origin, AlwaysTrustedOrigins and extra (already validated by
+// config).
+func NewOrigins(baseURL string, extra []string) *Origins {
+	o := &Origins{}
+	for _, s := range append(append([]string{baseURL}, AlwaysTrustedOrigins...), extra...) {
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme == "" {
+			continue
+		}
+		p := originPattern{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host)}
+		if p.scheme != "http" && p.scheme != "https" {
+			p.path = strings.TrimSuffix(cleanPath(u.Path), "/")
+		}
+		o.patterns = append(o.patterns, p)
+	}
+	return o
+}
+
+// cleanPath decodes and normalises a URL path so "a/../b" and "%2f" tricks compare as what
+// they mean.
+func cleanPath(p string) string {
+	if decoded, err := url.PathUnescape(p); err == nil {
+		p = decoded
+	}
+	if p == "" {
+		return ""
+	}
+	return path.Clean("/" + p)
+}
+
+// Trusted reports whether the absolute URL or origin s belongs to a trusted origin.
+func (o *Origins) Trusted(s string) bool {
+	if s == "" || strings.ContainsAny(s, " \t\r\n\\") {
+		return false
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" || u.Opaque != "" || u.User != nil {
+		return false
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	for _, p := range o.patterns {
+		if p.scheme != scheme {
+			continue
+		}
+		if scheme == "http" || scheme == "https" {
+			if host != "" && host == p.host {
+				return true
+			}
+			continue
+		}
+		if p.host != "" && p.host != host {
+			continue
+		}
+		if p.path == "" {
+			return true
+		}
+		if cp := cleanPath(u.Path); cp == p.path || strings.HasPrefix(cp, p.path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// SafeRedirect reports whether target may be redirected to: a trusted origin, or a plain
+// relative path. Relative paths must start with a single "/" followed by letters, digits and
+// -._+/@ only, with an optional query of those and =&%; so "//evil", "/\evil", "/%2f%2fevil" and
+// "/..%2f" are all refused.
+func (o *Origins) SafeRedirect(target string) bool {
+	if strings.HasPrefix(target, "/") {
+		return safeRelativePath(target)
+	}
+	return o.Trusted(target)
+}
+
+func safeRelativePath(s string) bool {
+	if len(s) < 1 || s[0] != '/' || len(s) > 2048 {
+		return false
+	}
+	if len(s) > 1 && (s[1] == '/' || s[1] == '\\') {
+		return false
+	}
+	inQuery := false
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("-._+/@", c) >= 0:
+		case c == '?' && !inQuery:
+			inQuery = true
+		case inQuery && (c == '=' || c == '&' || c == '%'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// CheckOrigin returns the origin and CSRF check for state-changing requests (anything but GET,
+// HEAD and OPTIONS), as better-auth does it:
+//   - with a Cookie header, Origin (or Referer) must be a trusted origin: missing or "null" is
+//     MISSING_OR_NULL_ORIGIN, anything else INVALID_ORIGIN. Expo clients' expo-origin header
+//     stands in for a missing Origin. "Origin: null" from a same-origin page (Sec-Fetch-Site:
+//     same-origin, e.g. under Referrer-Policy: no-referrer) is accepted;
+//   - without cookies, a request carrying a bearer token is not checked (native apps, back ends);
+//   - any other cookieless request that shows browser signs (Sec-Fetch-Site, Origin or Referer)
+//     must come from a trusted origin too, which stops login CSRF and cross-site code requests, and a
+//     cross-site navigation is CROSS_SITE_NAVIGATION_LOGIN_BLOCKED. Requests without any of them
+//     (curl, native apps) pass.
+//
+// It also checks the redirect targets a request carries (callbackURL in the query or body,
+// redirectTo, errorCallbackURL, newUserCallbackURL) against SafeRedirect: 403
+// INVALID_CALLBACK_URL and friends, or 400 when one is not a string.
+func (o *Origins) CheckOrigin() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if err := o.checkRedirects(c); err != nil {
+			return err
+		}
+		switch c.Method() {
+		case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
+			return c.Next()
+		}
+		h := &c.Context().Request.Header
+		origin := string(h.Peek(fiber.HeaderOrigin))
+		if origin == "" {
+			origin = string(h.Peek("Expo-Origin"))
+		}
+		if origin == "" {
+			if ref := string(h.Peek(fiber.HeaderReferer)); ref != "" {
+				if u, err := url.Parse(ref); err == nil && u.Scheme != "" && u.Host != "" {
+					origin = u.Scheme + "://" + u.Host
+				} else {
+					origin = "null"
+				}
+			}
+		}
+		fetchSite := string(h.Peek("Sec-Fetch-Site"))
+		hasCookie := len(h.Peek(fiber.HeaderCookie)) > 0
+		if !hasCookie {
+			if len(h.Peek(fiber.HeaderAuthorization)) > 0 {
+				return c.Next()
+			}
+			// Browsers send Sec-Fetch-Site on every request; Node's fetch sends Sec-Fetch-Mode
+			// but never Sec-Fetch-Site, so it alone marks a browser. (better-auth also treats
+			// Sec-Fetch-Mode as a browser sign, which refuses Node back ends that send no Origin.)
+			if fetchSite == "" && origin == "" {
+				return c.Next()
+			}
+			if fetchSite == "cross-site" && string(h.Peek("Sec-Fetch-Mode")) == "navigate" {
+				return ErrCrossSiteNavigation
+			}
+		}
+		switch {
+		case origin == "null" && fetchSite == "same-origin":
+			return c.Next()
+		case origin == "" || origin == "null":
+			return ErrMissingOrigin
+		case !o.Trusted(origin):
+			return ErrInvalidOrigin
+		}
+		return c.Next()
+	}
+}
+
+// redirectFields are the request fields that name where a browser will be sent, with the
+// refusal each gets.
+var redirectFields = []struct {
+	name string
+	err  *OriginError
+}{
+	{"callbackURL", ErrInvalidCallbackURL},
+	{"redirectTo", ErrInvalidRedirectURL},
+	{"errorCallbackURL", ErrInvalidErrorCallback},
+	{"newUserCallbackURL", ErrInvalidNewUserURL},
+}
+
+func (o *Origins) checkRedirects(c *fiber.Ctx) error {
+	if q := c.Context().QueryArgs().Peek("callbackURL"); q != nil && !o.SafeRedirect(string(q)) {
+		return ErrInvalidCallbackURL
+	}
+	body := c.Body()
+	if len(body) == 0 || (!bytes.Contains(body, []byte("allbackURL")) && !bytes.Contains(body, []byte("redirectTo"))) {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return nil // the handler reports malformed bodies
+	}
+	for _, f := range redirectFields {
+		raw, ok := fields[f.name]
+		if !ok {
+			continue
+		}
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return errCallbackNotString
+		}
+		if !o.SafeRedirect(s) {
+			return f.err
+		}
+	}
+	return nil
+}
+
+// CORS answers cross-origin requests from trusted origins: the origin is echoed with
+// credentials allowed, preflights are answered, and set-auth-token is exposed so browser apps can
+// read it. Untrusted origins get no grant at all (and so cannot read any answer).
+func (o *Origins) CORS() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		origin := c.Get(fiber.HeaderOrigin)
+		c.Vary(fiber.HeaderOrigin)
+		if origin == "" || !o.Trusted(origin) {
+			if c.Method() == fiber.MethodOptions && c.Get(fiber.HeaderAccessControlRequestMethod) != "" {
+				return c.SendStatus(fiber.StatusNoContent)
+			}
+			return c.Next()
+		}
+		c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
+		c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
+		exposeHeader(c, SetAuthTokenHeader)
+		if c.Method() == fiber.MethodOptions && c.Get(fiber.HeaderAccessControlRequestMethod) != "" {
+			c.Set(fiber.HeaderAccessControlAllowMethods, "GET, POST, OPTIONS")
+			if h := c.Get(fiber.HeaderAccessControlRequestHeaders); h != "" {
+				c.Set(fiber.HeaderAccessControlAllowHeaders, h)
+			}
+			c.Set(fiber.HeaderAccessControlMaxAge, "600")
+			c.Vary(fiber.HeaderAccessControlRequestMethod, fiber.HeaderAccessControlRequestHeaders)
+			return c.SendStatus(fiber.StatusNoContent)
+		}
+		return c.Next()
+	}
+}
