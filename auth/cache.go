@@ -1,9 +1,11 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"codeauth/models"
@@ -62,9 +64,17 @@ func (s *Service) EncodeCache(st *SessionState) (string, error) {
 			CreatedAt: st.User.CreatedAt.UnixMicro(), UpdatedAt: st.User.UpdatedAt.UnixMicro(),
 		},
 	}
-	plain, err := json.Marshal(p)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the value is sealed, never shown; escaping only makes it larger
+	if err := enc.Encode(p); err != nil {
 		return "", err
+	}
+	plain := buf.Bytes()
+	if base64.RawURLEncoding.EncodedLen(len(plain)+28) > maxCacheLength {
+		// A very long image URL or user agent: browsers would drop a cookie this big, so there
+		// is no cache and the database answers.
+		return "", ErrCacheTooLarge
 	}
 	aead := s.keys.cache
 	out := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
@@ -75,8 +85,13 @@ func (s *Service) EncodeCache(st *SessionState) (string, error) {
 	return base64.RawURLEncoding.EncodeToString(out), nil
 }
 
-// maxCacheLength bounds the work spent on a session_data value before it is authenticated.
-const maxCacheLength = 3072
+// maxCacheLength is the longest session_data value made or read: with its name and attributes
+// the cookie stays under the 4096 bytes browsers keep. It also bounds the work spent on a value
+// before it is authenticated.
+const maxCacheLength = 3900
+
+// ErrCacheTooLarge means the session is too big for the cookie cache; it is simply not cached.
+var ErrCacheTooLarge = errors.New("auth: session too large for the cookie cache")
 
 // decodeCache opens a session_data value made for token. It fails for anything tampered with,
 // made with another key or for another token, stale, or for a session past its expiry.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"codeauth/models"
@@ -93,13 +95,17 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 	return st, nil
 }
 
-// Remaining is how long the session has left before it expires, by the service's clock; the
-// session cookie's Max-Age.
-func (s *Service) Remaining(st *SessionState) time.Duration {
-	if d := st.Session.ExpiresAt.Sub(s.now()); d > 0 {
-		return d
+// CookieMaxAge is the session cookie's Max-Age: SessionLifetime (CONTRACT.md's 5184000), cut
+// short when the absolute cap is nearer, so the cookie never outlives every use of the session.
+func (s *Service) CookieMaxAge(st *SessionState) time.Duration {
+	d := st.Session.AbsoluteExpiresAt.Sub(s.now())
+	if d > SessionLifetime {
+		return SessionLifetime
 	}
-	return 0
+	if d < 0 {
+		return 0
+	}
+	return d
 }
 
 // sessionRow is the one-query join of a session and its live user.
@@ -168,8 +174,8 @@ func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (st
 		UserID:            userID,
 		ExpiresAt:         expires,
 		AbsoluteExpiresAt: absolute,
-		IPAddress:         truncate(meta.IPAddress, 64),
-		UserAgent:         truncate(meta.UserAgent, 512),
+		IPAddress:         cleanText(meta.IPAddress, 64),
+		UserAgent:         cleanText(meta.UserAgent, 512),
 		CreatedAt:         now,
 		UpdatedAt:         now,
 	}
@@ -209,8 +215,16 @@ type ClientMeta struct {
 	UserAgent string
 }
 
-// truncate shortens s to at most n bytes without splitting a UTF-8 sequence.
-func truncate(s string, n int) string {
+// cleanText makes client-supplied text (a User-Agent header) safe to store and show: invalid
+// UTF-8 becomes U+FFFD, control characters (NUL, which PostgreSQL refuses in text, among them)
+// are dropped, and the result is cut to at most n bytes without splitting a character.
+func cleanText(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 	if len(s) <= n {
 		return s
 	}

@@ -39,13 +39,17 @@ func ValidateName(name string) (string, error) {
 	return name, nil
 }
 
-// validateImage accepts an absolute http(s) URL.
+// validateImage accepts an absolute http(s) URL of at most maxImageURLLength characters once
+// encoded (the form that is stored).
 func validateImage(raw string) (string, error) {
 	u, err := url.Parse(raw)
-	if len(raw) > maxImageURLLength || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 		return "", &FieldError{Field: "image", Reason: "Invalid input: expected an absolute http(s) URL"}
 	}
-	return u.String(), nil
+	if s := u.String(); len(s) <= maxImageURLLength {
+		return s, nil
+	}
+	return "", &FieldError{Field: "image", Reason: fmt.Sprintf("Too big: expected a URL of at most %d characters", maxImageURLLength)}
 }
 
 // UserUpdate is a change to a user's profile; nil fields stay as they are.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	"codeauth/auth"
@@ -77,6 +78,11 @@ func NewApp(d Deps) *fiber.App {
 	app.Use(recover.New())
 	app.Use(func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+		// Compressed request bodies are refused: decompressing them would let a few hundred
+		// bytes on the wire expand far past BodyLimit. No client of this API compresses.
+		if ce := c.Get(fiber.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
+			return errContentEncoding
+		}
 		return c.Next()
 	})
 	app.Use(origins.CORS())

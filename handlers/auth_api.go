@@ -82,14 +82,18 @@ func (h *authAPI) getSession(c *fiber.Ctx) error {
 	return c.JSON(sessionResponse{Session: toSessionJSON(st), User: toUserJSON(st.User)})
 }
 
-// signOut is POST /sign-out: it deletes the session, whichever way it was presented, and expires
-// the cookies. It always succeeds.
+// signOut is POST /sign-out: it deletes the session presented, by bearer token and by cookie
+// (both, should they name different sessions), and expires the cookies. It always succeeds.
 func (h *authAPI) signOut(c *fiber.Ctx) error {
 	if _, err := readBody(c); err != nil {
 		return err
 	}
-	if cred := h.sessions.Credential(c); cred.Token != "" {
-		if err := h.auth.SignOut(c.UserContext(), cred.Token); err != nil {
+	cred := h.sessions.Credential(c)
+	for i, token := range []string{cred.Token, cred.CookieToken} {
+		if token == "" || (i == 1 && token == cred.Token) {
+			continue
+		}
+		if err := h.auth.SignOut(c.UserContext(), token); err != nil {
 			return err
 		}
 	}

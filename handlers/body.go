@@ -24,7 +24,9 @@ type jsonBody struct {
 // Duplicate keys are refused rather than letting the last one silently win, so every component
 // that reads the body sees the same values.
 func readBody(c *fiber.Ctx) (*jsonBody, error) {
-	raw := bytes.Trim(c.Body(), " \t\r\n") // JSON's own whitespace
+	// The raw body: Fiber's c.Body() would decompress it (see the Content-Encoding check in
+	// NewApp). Only JSON's own whitespace is trimmed.
+	raw := bytes.Trim(c.Request().Body(), " \t\r\n")
 	if len(raw) == 0 {
 		return &jsonBody{}, nil
 	}

@@ -39,6 +39,7 @@ var (
 	errEmailCannotBeUpdated = newAPIError(fiber.StatusBadRequest, "EMAIL_CAN_NOT_BE_UPDATED", "Email can not be updated")
 	errNoFieldsToUpdate     = newAPIError(fiber.StatusBadRequest, "NO_FIELDS_TO_UPDATE", "No fields to update")
 	errContentTypeRequired  = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
+	errContentEncoding      = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Encoding is not supported: send the body uncompressed")
 	errInternal             = newAPIError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
 	errServiceUnavailable   = newAPIError(fiber.StatusServiceUnavailable, "EMAIL_DELIVERY_FAILED", "The e-mail could not be sent. Please try again.")
 	errUnknownUser          = errUnauthorized

@@ -227,7 +227,7 @@ func (o *Origins) checkRedirects(c *fiber.Ctx) error {
 	if q := c.Context().QueryArgs().Peek("callbackURL"); q != nil && !o.SafeRedirect(string(q)) {
 		return ErrInvalidCallbackURL
 	}
-	body := c.Body()
+	body := c.Request().Body()
 	if len(body) == 0 || (!bytes.Contains(body, []byte("allbackURL")) && !bytes.Contains(body, []byte("redirectTo"))) {
 		return nil
 	}

@@ -48,25 +48,36 @@ func (m *Sessions) CookieSent(c *fiber.Ctx) bool {
 
 // Credential is the session token a request presented.
 type Credential struct {
-	// Token is the raw token, its signature checked.
+	// Token is the raw token, its signature checked: the bearer token when there is a valid one,
+	// else the session cookie's.
 	Token string
-	// FromCookie is true for the session cookie, false for an Authorization bearer token.
+	// FromCookie is true when Token came from the session cookie.
 	FromCookie bool
-	// CookieSent reports whether the request carried a session cookie at all, valid or not.
-	CookieSent bool
+	// CookieToken is the session cookie's token, when the cookie verified.
+	CookieToken string
+	// CookieInvalid reports a session cookie this service did not sign.
+	CookieInvalid bool
 }
 
 // Credential extracts the session token: a bearer token in Authorization first (the signed
 // set-auth-token value or the raw token; the scheme is case-insensitive and surrounding spaces are
 // ignored), then the session cookie. A bearer token that does not verify is ignored, as
 // better-auth does, and the cookie is tried. A request with more than one Authorization header is
-// treated as carrying no credential at all.
+// ambiguous and is treated as carrying no credential at all.
 func (m *Sessions) Credential(c *fiber.Ctx) Credential {
-	cookie := c.Context().Request.Header.Cookie(m.tokenCookie)
-	cred := Credential{CookieSent: m.CookieSent(c)}
-	if auths := c.Context().Request.Header.PeekAll(fiber.HeaderAuthorization); len(auths) > 1 {
+	var cred Credential
+	if cookie := c.Context().Request.Header.Cookie(m.tokenCookie); len(cookie) > 0 {
+		if token, ok := m.auth.VerifySignedToken(string(cookie)); ok {
+			cred.CookieToken = token
+		} else {
+			cred.CookieInvalid = true
+		}
+	}
+	auths := c.Context().Request.Header.PeekAll(fiber.HeaderAuthorization)
+	if len(auths) > 1 {
 		return cred
-	} else if len(auths) == 1 {
+	}
+	if len(auths) == 1 {
 		v := strings.TrimSpace(string(auths[0]))
 		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
 			if token, ok := m.auth.BearerToken(strings.TrimSpace(v[7:])); ok {
@@ -75,11 +86,7 @@ func (m *Sessions) Credential(c *fiber.Ctx) Credential {
 			}
 		}
 	}
-	if len(cookie) > 0 {
-		if token, ok := m.auth.VerifySignedToken(string(cookie)); ok {
-			cred.Token, cred.FromCookie = token, true
-		}
-	}
+	cred.Token, cred.FromCookie = cred.CookieToken, cred.CookieToken != ""
 	return cred
 }
 
@@ -103,7 +110,7 @@ func (m *Sessions) Resolve(c *fiber.Ctx, opts Options) (*auth.SessionState, erro
 	}
 	cred := m.Credential(c)
 	if cred.Token == "" {
-		if cred.CookieSent {
+		if cred.CookieInvalid {
 			m.Clear(c) // a cookie this service did not sign
 		}
 		return nil, nil
@@ -158,7 +165,7 @@ func Current(c *fiber.Ctx) *auth.SessionState {
 // account), and with cache the cookie cache too, then remembers st for the rest of the request.
 func (m *Sessions) Issue(c *fiber.Ctx, st *auth.SessionState, cache bool) {
 	signed := m.auth.SignToken(st.Token)
-	maxAge := int(m.auth.Remaining(st).Round(time.Second) / time.Second)
+	maxAge := int(m.auth.CookieMaxAge(st).Round(time.Second) / time.Second)
 	m.setCookie(c, m.tokenCookie, url.QueryEscape(signed), maxAge)
 	c.Set(SetAuthTokenHeader, signed)
 	exposeHeader(c, SetAuthTokenHeader)
@@ -171,7 +178,10 @@ func (m *Sessions) Issue(c *fiber.Ctx, st *auth.SessionState, cache bool) {
 func (m *Sessions) setCache(c *fiber.Ctx, st *auth.SessionState) {
 	value, err := m.auth.EncodeCache(st)
 	if err != nil {
-		return // the cache is an optimisation; the database still answers
+		// The cache is an optimisation; without it the database answers. A stale cache the
+		// browser may still hold must not outlive this answer.
+		m.setCookie(c, m.dataCookie, "", -1)
+		return
 	}
 	m.setCookie(c, m.dataCookie, value, int(auth.CookieCacheTTL/time.Second))
 }
