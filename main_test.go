@@ -278,3 +278,21 @@ func TestBetterAuthClientConformance(t *testing.T) {
 		t.Fatalf("conformance: %v", err)
 	}
 }
+
+// `codeauth auth:prune-throttle` runs the nightly prune once and exits.
+func TestBinary_PruneSubcommand(t *testing.T) {
+	for _, db := range []string{apptest.SQLite, apptest.Postgres} {
+		t.Run(db, func(t *testing.T) {
+			cmd := exec.Command(binary, "auth:prune-throttle")
+			cmd.Dir = t.TempDir()
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef"}
+			if db == apptest.Postgres {
+				cmd.Env = append(cmd.Env, "DATABASE_URL="+apptest.PostgresURL(t))
+			}
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "pruned expired rows") || !strings.Contains(string(out), "job=auth:prune-throttle") {
+				t.Fatalf("auth:prune-throttle: %v\n%s", err, out)
+			}
+		})
+	}
+}

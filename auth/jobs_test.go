@@ -1,0 +1,111 @@
+package auth_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/internal/apptest"
+	"codeauth/models"
+
+	"github.com/google/uuid"
+)
+
+func TestNextNightly(t *testing.T) {
+	loc := time.FixedZone("X", 2*3600)
+	cases := map[time.Time]time.Time{
+		time.Date(2026, 5, 1, 2, 59, 59, 0, loc): time.Date(2026, 5, 1, 3, 0, 0, 0, loc),
+		time.Date(2026, 5, 1, 3, 0, 0, 0, loc):   time.Date(2026, 5, 2, 3, 0, 0, 0, loc),
+		time.Date(2026, 5, 1, 23, 0, 0, 0, loc):  time.Date(2026, 5, 2, 3, 0, 0, 0, loc),
+		time.Date(2026, 12, 31, 4, 0, 0, 0, loc): time.Date(2027, 1, 1, 3, 0, 0, 0, loc),
+	}
+	for in, want := range cases {
+		if got := auth.NextNightly(in); !got.Equal(want) {
+			t.Errorf("NextNightly(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// The prune removes expired throttle rows, codes and sessions, and nothing live.
+func TestPruneExpired_OnlyExpiredRows(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		now := e.Clock.Now()
+		user := models.User{ID: uuid.NewString(), Email: "a@example.com", CreatedAt: now, UpdatedAt: now}
+		e.DB.Create(&user)
+		rows := []any{
+			&models.AuthThrottle{Key: "send:old", Count: 5, ResetAt: now.Add(-time.Second), UpdatedAt: now},
+			&models.AuthThrottle{Key: "send:live", Count: 5, ResetAt: now.Add(time.Minute), UpdatedAt: now},
+			&models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: "old@x.io", Email: "old@x.io", CodeHash: "h", ExpiresAt: now.Add(-time.Second), CreatedAt: now},
+			&models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: "live@x.io", Email: "live@x.io", CodeHash: "h", ExpiresAt: now.Add(time.Minute), CreatedAt: now},
+			&models.Session{ID: uuid.NewString(), Token: "idle", UserID: user.ID, ExpiresAt: now.Add(-time.Second), AbsoluteExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now},
+			&models.Session{ID: uuid.NewString(), Token: "capped", UserID: user.ID, ExpiresAt: now.Add(time.Hour), AbsoluteExpiresAt: now.Add(-time.Second), CreatedAt: now, UpdatedAt: now},
+			&models.Session{ID: uuid.NewString(), Token: "live", UserID: user.ID, ExpiresAt: now.Add(time.Hour), AbsoluteExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now},
+		}
+		for _, r := range rows {
+			if err := e.DB.Create(r).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := e.Auth.PruneExpired(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != (auth.PruneResult{Throttles: 1, Verifications: 1, Sessions: 2}) {
+			t.Fatalf("pruned %+v", res)
+		}
+		for model, key := range map[any]string{&models.AuthThrottle{}: "send:live", &models.Session{}: "live"} {
+			col := "key"
+			if _, ok := model.(*models.Session); ok {
+				col = "token"
+			}
+			if n := e.Count(model); n != 1 || e.Count(model, col+" = ?", key) != 1 {
+				t.Fatalf("%T: %d rows left, want only %s", model, n, key)
+			}
+		}
+		if n := e.Count(&models.Verification{}, "subject = ?", "live@x.io"); n != 1 || e.Count(&models.Verification{}) != 1 {
+			t.Fatal("the live code was pruned or the expired one kept")
+		}
+	})
+}
+
+// Two instances on one PostgreSQL database never run the nightly job at once: while one holds
+// it, the other skips.
+func TestRunExclusive_OneInstanceAtATime(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		other := e
+		if e.Dialect == apptest.Postgres {
+			other = e.Sibling() // a second service on the same database
+		}
+		started, release := make(chan struct{}), make(chan struct{})
+		e.Auth.SetJobStarted(func(string) {
+			close(started)
+			<-release
+		})
+		job := e.Auth.NightlyJobs()[0]
+		var wg sync.WaitGroup
+		var firstRan bool
+		var firstErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			firstRan, firstErr = e.Auth.RunExclusive(context.Background(), job)
+		}()
+		<-started
+		ran, err := other.Auth.RunExclusive(context.Background(), other.Auth.NightlyJobs()[0])
+		if err != nil || ran {
+			t.Fatalf("second run while the first holds the lock: ran=%v err=%v", ran, err)
+		}
+		close(release)
+		wg.Wait()
+		if !firstRan || firstErr != nil {
+			t.Fatalf("first run: ran=%v err=%v", firstRan, firstErr)
+		}
+		// Once released, the job can run again.
+		e.Auth.SetJobStarted(nil)
+		if ran, err := other.Auth.RunExclusive(context.Background(), other.Auth.NightlyJobs()[0]); !ran || err != nil {
+			t.Fatalf("run after release: ran=%v err=%v", ran, err)
+		}
+	})
+}

@@ -1,0 +1,24 @@
+package middleware
+
+// OpenRedirectVectors are the redirect targets of security.md section F (catalogue F55) that
+// must never be followed. They are exported for the tests of every place that redirects.
+var OpenRedirectVectors = []string{
+	"https://evil.test",
+	"//evil.test",
+	"/\\evil.test",
+	"/%5C/evil.test",
+	"\\\\evil.test",
+	"/..%2F..%2Fevil.test",
+	"javascript:alert(1)",
+	"data:text/html,<script>alert(1)</script>",
+	"https://app.example.com@evil.test",
+	"https://app.example.com.evil.test",
+	"http://app.example.com/x",
+	"%2F%2Fevil.test",
+	"/%2f%2fevil.test",
+	" https://evil.test",
+	"/\t/evil.test",
+	"https:evil.test",
+	"///evil.test",
+	"/%09/evil.test",
+}
