@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -80,7 +79,12 @@ func (s *Service) RunExclusive(ctx context.Context, job Job) (bool, error) {
 		return false, nil
 	}
 	defer mu.(*sync.Mutex).Unlock()
-	run := func() error {
+	run := func() (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("auth: job %s panicked: %v", job.Name, r)
+			}
+		}()
 		if s.jobStarted != nil {
 			s.jobStarted(job.Name)
 		}
@@ -91,26 +95,27 @@ func (s *Service) RunExclusive(ctx context.Context, job Job) (bool, error) {
 	}
 	ran := false
 	err := s.db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		id := lockID(job.Name)
+		// The key is the schema and the job: deployments sharing a database in different schemas
+		// do not block each other.
 		var locked bool
-		if err := conn.Raw("SELECT pg_try_advisory_lock(?)", id).Row().Scan(&locked); err != nil {
+		if err := conn.Raw("SELECT pg_try_advisory_lock(hashtext(current_schema()), hashtext(?))", "codeauth job "+job.Name).
+			Row().Scan(&locked); err != nil {
 			return fmt.Errorf("auth: taking the lock of %s: %w", job.Name, err)
 		}
 		if !locked {
 			return nil
 		}
-		defer conn.Exec("SELECT pg_advisory_unlock(?)", id)
+		defer func() {
+			// A background context: the lock must go even when ctx has ended.
+			if err := conn.WithContext(context.Background()).
+				Exec("SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext(?))", "codeauth job "+job.Name).Error; err != nil {
+				s.log.Error("releasing a job lock failed", "job", job.Name, "error", err)
+			}
+		}()
 		ran = true
 		return run()
 	})
 	return ran, err
-}
-
-// lockID maps a job name to its advisory lock key.
-func lockID(name string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte("codeauth job " + name))
-	return int64(h.Sum64())
 }
 
 // NextNightly returns the first NightlyHour:00 strictly after t, in t's location.

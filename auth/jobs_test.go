@@ -102,10 +102,31 @@ func TestRunExclusive_OneInstanceAtATime(t *testing.T) {
 		if !firstRan || firstErr != nil {
 			t.Fatalf("first run: ran=%v err=%v", firstRan, firstErr)
 		}
-		// Once released, the job can run again.
+		// Once released, the job can run again, and no advisory lock is left behind.
 		e.Auth.SetJobStarted(nil)
 		if ran, err := other.Auth.RunExclusive(context.Background(), other.Auth.NightlyJobs()[0]); !ran || err != nil {
 			t.Fatalf("run after release: ran=%v err=%v", ran, err)
+		}
+		if e.Dialect == apptest.Postgres {
+			var held int64
+			e.DB.Raw("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = hashtext(?)::oid AND granted",
+				"codeauth job "+auth.JobPruneThrottle).Scan(&held)
+			if held != 0 {
+				t.Fatalf("%d advisory locks still held after the job", held)
+			}
+		}
+	})
+}
+
+// A job that panics is an error of that job, not a crash of the server, and releases its lock.
+func TestRunExclusive_PanicIsAnError(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		boom := auth.Job{Name: "boom", Run: func(context.Context) error { panic("boom") }}
+		if ran, err := e.Auth.RunExclusive(context.Background(), boom); !ran || err == nil {
+			t.Fatalf("panicking job: ran=%v err=%v", ran, err)
+		}
+		if ran, err := e.Auth.RunExclusive(context.Background(), auth.Job{Name: "boom", Run: func(context.Context) error { return nil }}); !ran || err != nil {
+			t.Fatalf("the lock was not released: ran=%v err=%v", ran, err)
 		}
 	})
 }

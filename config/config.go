@@ -296,7 +296,8 @@ func parseTrustedOrigin(v string) (string, error) {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return "", errors.New("a custom-scheme origin cannot carry credentials, a query or a fragment")
 	}
-	return scheme + "://" + strings.ToLower(u.Host) + u.EscapedPath(), nil
+	// The host of a custom-scheme URL is opaque (browsers keep its case), so it is kept as written.
+	return scheme + "://" + u.Host + u.EscapedPath(), nil
 }
 
 // parseProxy reads an IP address or a CIDR network; a bare address trusts exactly that host.

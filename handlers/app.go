@@ -69,7 +69,7 @@ func NewApp(d Deps) *fiber.App {
 		store = middleware.NewMemoryRateStore(middleware.DefaultMaxRateKeys)
 	}
 	limiter := middleware.NewRateLimiter(store, d.Now)
-	api := &authAPI{auth: d.Auth, sessions: sessions}
+	api := &authAPI{auth: d.Auth, sessions: sessions, body: bodyReader{origins: origins}}
 	own := &ownAPI{auth: d.Auth}
 	health := &healthAPI{ready: d.Ready, log: log}
 

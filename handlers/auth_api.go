@@ -11,6 +11,7 @@ import (
 type authAPI struct {
 	auth     *auth.Service
 	sessions *middleware.Sessions
+	body     bodyReader
 }
 
 // otpTypes are the code types better-auth clients know. Only sign-in is used by this service:
@@ -21,7 +22,7 @@ var otpTypes = []string{"email-verification", "sign-in", "forget-password", "cha
 // sendVerificationOTP is POST /email-otp/send-verification-otp {email, type}. It answers
 // {"success":true} for every valid address, whether or not it has an account.
 func (h *authAPI) sendVerificationOTP(c *fiber.Ctx) error {
-	b, err := readBody(c)
+	b, err := h.body.read(c)
 	if err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func (h *authAPI) sendVerificationOTP(c *fiber.Ctx) error {
 // the account for an unknown address, and opens a session (cookie, set-auth-token and the raw
 // token in the body).
 func (h *authAPI) signInEmailOTP(c *fiber.Ctx) error {
-	b, err := readBody(c)
+	b, err := h.body.read(c)
 	if err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func (h *authAPI) getSession(c *fiber.Ctx) error {
 // signOut is POST /sign-out: it deletes the session presented, by bearer token and by cookie
 // (both, should they name different sessions), and expires the cookies. It always succeeds.
 func (h *authAPI) signOut(c *fiber.Ctx) error {
-	if _, err := readBody(c); err != nil {
+	if _, err := h.body.read(c); err != nil {
 		return err
 	}
 	cred := h.sessions.Credential(c)
@@ -103,7 +104,7 @@ func (h *authAPI) signOut(c *fiber.Ctx) error {
 
 // updateUser is POST /update-user {name?, image?}. The e-mail cannot change here.
 func (h *authAPI) updateUser(c *fiber.Ctx) error {
-	b, err := readBody(c)
+	b, err := h.body.read(c)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"codeauth/middleware"
+
 	"github.com/gofiber/fiber/v2"
 )
 
@@ -17,6 +19,24 @@ import (
 type jsonBody struct {
 	fields map[string]json.RawMessage
 	issues []string
+}
+
+// bodyReader reads JSON request bodies and checks the redirect targets they carry.
+type bodyReader struct {
+	origins *middleware.Origins
+}
+
+// read reads the request body (readBody) and refuses unsafe redirect targets in it (callbackURL
+// and friends, better-auth's open-redirect check), whatever route it is sent to.
+func (r bodyReader) read(c *fiber.Ctx) (*jsonBody, error) {
+	b, err := readBody(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.origins.CheckRedirectFields(b.fields); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // readBody reads the request body. An empty body is allowed (it has no fields); a non-empty one

@@ -104,6 +104,10 @@ func TestPerIP_ForgedChainsShareOneBucket(t *testing.T) {
 	}
 	expectTooMany(t, sendFrom(e, "x@example.com", "X-Forwarded-For", "198.51.100.99, 203.0.113.7"), time.Minute)
 	expectTooMany(t, sendFrom(e, "y@example.com", "X-Forwarded-For", "unknown"), time.Minute)
+	// An X-Real-IP the client writes itself does not pick a bucket either.
+	for i := 0; i < 5; i++ {
+		expectTooMany(t, sendFrom(e, "z@example.com", "X-Forwarded-For", "1.1.1.1, 203.0.113.7", "X-Real-Ip", fmt.Sprintf("192.0.2.%d", i)), time.Minute)
+	}
 	if n := strings.Count(e.Logs.String(), "could not be resolved"); n != 1 {
 		t.Fatalf("the unresolved address was logged %d times, want once", n)
 	}

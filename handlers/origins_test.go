@@ -122,6 +122,16 @@ func TestOrigin_OpenRedirectVectorsAreRefused(t *testing.T) {
 		for field, code := range map[string]string{"redirectTo": "INVALID_REDIRECT_URL", "errorCallbackURL": "INVALID_ERROR_CALLBACK_URL", "newUserCallbackURL": "INVALID_NEW_USER_CALLBACK_URL"} {
 			e.Post(sendPath, map[string]any{"email": "a@example.com", "type": "sign-in", field: "//evil.test"}).ExpectError(t, 403, code)
 		}
+		// Escaped key names are the same fields; every query occurrence is checked.
+		for _, body := range []string{`{"email":"a@example.com","type":"sign-in","callback\u0055RL":"https://evil.test"}`,
+			`{"email":"a@example.com","type":"sign-in","\u0072edirectTo":"//evil.test"}`} {
+			r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body})
+			if r.Status != 403 {
+				t.Fatalf("escaped key %s: %d %s", body, r.Status, r.Body)
+			}
+		}
+		e.Get("/api/auth/get-session?callbackURL=/ok&callbackURL=https://evil.test").ExpectError(t, 403, "INVALID_CALLBACK_URL")
+		e.Get("/api/auth/get-session?redirectTo=//evil.test").ExpectError(t, 403, "INVALID_REDIRECT_URL")
 		// Catalogue F56: a redirect target that is not a string is a 400, not a 500.
 		for _, v := range []any{[]string{"/a"}, map[string]any{"x": 1}, 42} {
 			e.Post(sendPath, map[string]any{"email": "a@example.com", "type": "sign-in", "callbackURL": v}).ExpectError(t, 400, "VALIDATION_ERROR")

@@ -20,10 +20,11 @@ const clientAddrKey = "codeauth.client"
 // IPResolver works out the client's address, the one place this is done (rate limits, the
 // session's ipAddress and the access log all read its answer).
 //
-// Without trusted proxies: x-forwarded-for when it holds exactly one valid address, else
-// x-real-ip when it holds one, else, when neither header is present, the connection's peer.
-// A forwarded-for chain of several hops cannot be resolved without knowing the proxies: such a
-// request has no client address (it is not guessed from a header the client may have written).
+// Without trusted proxies: x-forwarded-for when it holds exactly one valid address; without
+// x-forwarded-for, x-real-ip when it holds one; with neither header, the connection's peer. A
+// forwarded-for chain of several hops cannot be resolved without knowing the proxies: such a
+// request has no client address (it is not guessed from a header the client may have written),
+// unless x-real-ip names the chain's last hop, the one the nearest proxy appended.
 //
 // With trusted proxies (AUTH_TRUSTED_PROXIES): a peer outside them is the client itself and its
 // headers are ignored. Behind a trusted peer, the x-forwarded-for chain is walked from the right
@@ -96,12 +97,29 @@ func (r *IPResolver) resolve(c *fiber.Ctx) (netip.Addr, bool) {
 			return a, true
 		}
 	}
-	realIP := h.Peek("X-Real-Ip")
-	if a, ok := singleIP(realIP); ok {
-		return a, true
+	realIP, realOK := singleIP(h.Peek("X-Real-Ip"))
+	if len(xff) == 0 {
+		if realOK {
+			return realIP, true
+		}
+		if len(h.Peek("X-Real-Ip")) == 0 && peerOK {
+			return peer, true
+		}
+		return netip.Addr{}, false
 	}
-	if len(xff) == 0 && len(realIP) == 0 && peerOK {
-		return peer, true
+	// A chain of several hops: x-real-ip is believed only when it names the hop the nearest
+	// proxy appended, the last one. A proxy that appends to x-forwarded-for and sets x-real-ip
+	// from the connection makes them agree; a client writing x-real-ip itself cannot choose a
+	// different address, since the last hop is its own.
+	if realOK {
+		var last string
+		for _, v := range xff {
+			parts := strings.Split(string(v), ",")
+			last = parts[len(parts)-1]
+		}
+		if a, ok := parseIP(last); ok && a == realIP {
+			return realIP, true
+		}
 	}
 	return netip.Addr{}, false
 }

@@ -1,7 +1,6 @@
 package middleware
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
 	"path"
@@ -37,9 +36,9 @@ var (
 	errCallbackNotString    = &OriginError{fiber.StatusBadRequest, "VALIDATION_ERROR", "Invalid callbackURL: expected a string"}
 )
 
-// originPattern is one trusted origin. Web origins match exactly (scheme, host and port);
-// custom-scheme origins match their scheme, their host when they name one, and their path and
-// anything below it.
+// originPattern is one trusted origin. Web origins match exactly (scheme, host and port; the
+// host without regard to case); custom-scheme origins match their scheme, their host (exactly)
+// when they name one, and their path and anything below it.
 type originPattern struct {
 	scheme, host, path string
 }
@@ -60,6 +59,9 @@ func NewOrigins(baseURL string, extra []string) *Origins {
 		}
 		p := originPattern{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host)}
 		if p.scheme != "http" && p.scheme != "https" {
+			// The host of a custom-scheme URL is opaque: browsers keep its case, so it is compared
+			// as written.
+			p.host = u.Host
 			p.path = strings.TrimSuffix(cleanPath(u.Path), "/")
 		}
 		o.patterns = append(o.patterns, p)
@@ -67,16 +69,19 @@ func NewOrigins(baseURL string, extra []string) *Origins {
 	return o
 }
 
-// cleanPath decodes and normalises a URL path so "a/../b" and "%2f" tricks compare as what
-// they mean.
+// cleanPath normalises an already decoded URL path, so "a/../b" compares as what it means.
 func cleanPath(p string) string {
-	if decoded, err := url.PathUnescape(p); err == nil {
-		p = decoded
-	}
 	if p == "" {
 		return ""
 	}
 	return path.Clean("/" + p)
+}
+
+// encodedSeparator reports a raw path that hides a separator or an escape in percent-encoding
+// (%2f, %5c, %25): such a path decodes differently in different hands.
+func encodedSeparator(rawPath string) bool {
+	l := strings.ToLower(rawPath)
+	return strings.Contains(l, "%2f") || strings.Contains(l, "%5c") || strings.Contains(l, "%25")
 }
 
 // Trusted reports whether the absolute URL or origin s belongs to a trusted origin.
@@ -99,11 +104,14 @@ func (o *Origins) Trusted(s string) bool {
 			}
 			continue
 		}
-		if p.host != "" && p.host != host {
+		if p.host != "" && p.host != u.Host {
 			continue
 		}
 		if p.path == "" {
 			return true
+		}
+		if encodedSeparator(u.EscapedPath()) {
+			continue
 		}
 		if cp := cleanPath(u.Path); cp == p.path || strings.HasPrefix(cp, p.path+"/") {
 			return true
@@ -157,9 +165,9 @@ func safeRelativePath(s string) bool {
 //     cross-site navigation is CROSS_SITE_NAVIGATION_LOGIN_BLOCKED. Requests without any of them
 //     (curl, native apps) pass.
 //
-// It also checks the redirect targets a request carries (callbackURL in the query or body,
-// redirectTo, errorCallbackURL, newUserCallbackURL) against SafeRedirect: 403
-// INVALID_CALLBACK_URL and friends, or 400 when one is not a string.
+// It also checks the redirect targets in the query string (callbackURL, redirectTo,
+// errorCallbackURL, newUserCallbackURL) against SafeRedirect: 403 INVALID_CALLBACK_URL and
+// friends. The same fields in a JSON body are checked by CheckRedirectFields.
 func (o *Origins) CheckOrigin() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		if err := o.checkRedirects(c); err != nil {
@@ -223,18 +231,24 @@ var redirectFields = []struct {
 	{"newUserCallbackURL", ErrInvalidNewUserURL},
 }
 
+// checkRedirects checks every redirect field of the query string, each occurrence. Body fields
+// are checked by the handlers, on the body they parse (CheckRedirectFields): checking raw bytes
+// here could be dodged with an escaped key ("callback\u0055RL").
 func (o *Origins) checkRedirects(c *fiber.Ctx) error {
-	if q := c.Context().QueryArgs().Peek("callbackURL"); q != nil && !o.SafeRedirect(string(q)) {
-		return ErrInvalidCallbackURL
+	args := c.Context().QueryArgs()
+	for _, f := range redirectFields {
+		for _, v := range args.PeekMulti(f.name) {
+			if !o.SafeRedirect(string(v)) {
+				return f.err
+			}
+		}
 	}
-	body := c.Request().Body()
-	if len(body) == 0 || (!bytes.Contains(body, []byte("allbackURL")) && !bytes.Contains(body, []byte("redirectTo"))) {
-		return nil
-	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return nil // the handler reports malformed bodies
-	}
+	return nil
+}
+
+// CheckRedirectFields checks the redirect fields of a parsed JSON body (raw values by field
+// name): 403 with the field's code for an unsafe target, 400 for a value that is not a string.
+func (o *Origins) CheckRedirectFields(fields map[string]json.RawMessage) error {
 	for _, f := range redirectFields {
 		raw, ok := fields[f.name]
 		if !ok {

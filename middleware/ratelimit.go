@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
@@ -166,17 +167,21 @@ func (s *MemoryRateStore) Len() int {
 	return n
 }
 
-// KVStorage is the storage interface of Fiber's middleware, which gofiber/storage/postgres
-// implements.
+// KVStorage is the storage interface of Fiber's middleware, with contexts, which
+// gofiber/storage/postgres implements.
 type KVStorage interface {
-	Get(key string) ([]byte, error)
-	Set(key string, val []byte, exp time.Duration) error
+	GetWithContext(ctx context.Context, key string) ([]byte, error)
+	SetWithContext(ctx context.Context, key string, val []byte, exp time.Duration) error
 }
+
+// sharedStoreTimeout bounds one counter update, so a stalled database cannot park requests.
+const sharedStoreTimeout = 2 * time.Second
 
 // SharedRateStore keeps counters in a Fiber storage (RATE_LIMIT_STORE=postgres) so every
 // instance of a fleet sees the same buckets. The storage's Set overwrites, so the count is exact
 // within an instance (a lock per shard serialises read and write) and approximate across
-// instances, which per-IP limits can afford: the exact limits are in auth_throttle.
+// instances, which per-IP limits can afford: the exact limits are in auth_throttle. Rows expire
+// with their window and the storage deletes them every minute.
 type SharedRateStore struct {
 	kv    KVStorage
 	locks [rateShards]sync.Mutex
@@ -193,9 +198,11 @@ func (s *SharedRateStore) Take(key string, rule Rule, now time.Time) (bool, time
 	mu := &s.locks[maphash.String(s.seed, key)%rateShards]
 	mu.Lock()
 	defer mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), sharedStoreTimeout)
+	defer cancel()
 	n := now.UnixNano()
 	var count, resetAt int64
-	raw, err := s.kv.Get("rl:" + key)
+	raw, err := s.kv.GetWithContext(ctx, "rl:"+key)
 	if err != nil {
 		return false, time.Time{}, err
 	}
@@ -211,7 +218,7 @@ func (s *SharedRateStore) Take(key string, rule Rule, now time.Time) (bool, time
 	buf := make([]byte, 16)
 	binary.BigEndian.PutUint64(buf, uint64(count))
 	binary.BigEndian.PutUint64(buf[8:], uint64(resetAt))
-	if err := s.kv.Set("rl:"+key, buf, time.Duration(resetAt-n)+time.Second); err != nil {
+	if err := s.kv.SetWithContext(ctx, "rl:"+key, buf, time.Duration(resetAt-n)+time.Second); err != nil {
 		return false, time.Time{}, err
 	}
 	return count <= int64(rule.Max), time.Unix(0, resetAt), nil

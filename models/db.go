@@ -86,9 +86,9 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// migrationLockID is the PostgreSQL advisory lock that serialises migrations when several
-// instances start at once.
-const migrationLockID = 7_361_204_001
+// migrationLock names the PostgreSQL advisory lock that serialises migrations when several
+// instances start at once; with the schema, so separate schemas migrate independently.
+const migrationLock = "codeauth migrations"
 
 // Migrate creates or updates every table and index. On PostgreSQL it holds an advisory lock so
 // instances starting together do not migrate concurrently.
@@ -97,10 +97,10 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 		return db.WithContext(ctx).AutoMigrate(All()...)
 	}
 	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		if err := conn.Exec("SELECT pg_advisory_lock(?)", migrationLockID).Error; err != nil {
+		if err := conn.Exec("SELECT pg_advisory_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
-		defer conn.Exec("SELECT pg_advisory_unlock(?)", migrationLockID)
+		defer conn.Exec("SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext(?))", migrationLock)
 		return conn.AutoMigrate(All()...)
 	})
 }

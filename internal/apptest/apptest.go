@@ -82,6 +82,7 @@ type Env struct {
 	t        testing.TB
 	client   *http.Client
 	requests atomic.Uint64
+	dbURL    string
 }
 
 // Settings adjust the service an Env runs.
@@ -167,16 +168,28 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 	if err := models.Migrate(ctx, db); err != nil {
 		t.Fatalf("migrating %s: %v", dialect, err)
 	}
-	e := &Env{Dialect: dialect, DB: db, Clock: clock, Mailer: mail.NewMemory(), Logs: logs, t: t}
+	e := &Env{Dialect: dialect, DB: db, Clock: clock, Mailer: mail.NewMemory(), Logs: logs, t: t, dbURL: dbOpts.DatabaseURL}
 	e.start(opts)
 	return e
 }
 
 // Sibling starts a second instance of the service on the same database, clock and mailer, as a
-// fleet behind a load balancer would run.
+// fleet behind a load balancer would run. On PostgreSQL it has a connection pool of its own, like
+// another process (advisory locks belong to connections). SQLite serves one process, so the
+// sibling shares the connection.
 func (e *Env) Sibling(opts ...Option) *Env {
 	e.t.Helper()
-	s := &Env{Dialect: e.Dialect, DB: e.DB, Clock: e.Clock, Mailer: e.Mailer, Logs: e.Logs, t: e.t}
+	s := &Env{Dialect: e.Dialect, DB: e.DB, Clock: e.Clock, Mailer: e.Mailer, Logs: e.Logs, t: e.t, dbURL: e.dbURL}
+	if e.dbURL != "" {
+		db, err := models.Open(context.Background(), models.Options{DatabaseURL: e.dbURL, Now: e.Clock.Now,
+			Logger: slog.New(slog.NewTextHandler(e.Logs, nil))})
+		if err != nil {
+			e.t.Fatalf("opening a second pool: %v", err)
+		}
+		sqlDB, _ := db.DB()
+		e.t.Cleanup(func() { sqlDB.Close() })
+		s.DB = db
+	}
 	s.start(opts)
 	return s
 }
