@@ -174,6 +174,7 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 		RateStore:      rateStore,
 		CookiePrefix:   cfg.CookiePrefix,
 		Secure:         cfg.Secure,
+		SiteName:       cfg.SiteName,
 		Ready:          sqlDB.PingContext,
 		Logger:         log,
 	})

@@ -1,5 +1,5 @@
 // Package handlers adapts HTTP to the auth domain: the better-auth-compatible JSON API under
-// /api/auth, the service's own /api routes and the health probes. Handlers parse and validate
+// /api/auth, the service's own /api routes, the HTML pages and the health probes. Handlers parse and validate
 // requests, call auth, and shape answers; the rules live in auth.
 package handlers
 
@@ -12,8 +12,11 @@ import (
 
 	"codeauth/auth"
 	"codeauth/middleware"
+	"codeauth/static"
+	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/compress"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 )
 
@@ -35,6 +38,8 @@ type Deps struct {
 	// CookiePrefix and Secure shape the session cookies (AUTH_COOKIE_PREFIX, https AUTH_URL).
 	CookiePrefix string
 	Secure       bool
+	// SiteName names the service on its pages (SITE_NAME).
+	SiteName string
 	// Ready reports whether the service can serve: the database answers.
 	Ready  func(context.Context) error
 	Logger *slog.Logger
@@ -47,7 +52,11 @@ func NewApp(d Deps) *fiber.App {
 	if log == nil {
 		log = slog.Default()
 	}
-	errorHandler := ErrorHandler(log)
+	siteName := d.SiteName
+	if siteName == "" {
+		siteName = "codeauth"
+	}
+	errorHandler := ErrorHandler(log, siteName)
 	app := fiber.New(fiber.Config{
 		AppName:               "codeauth",
 		BodyLimit:             BodyLimit,
@@ -70,14 +79,16 @@ func NewApp(d Deps) *fiber.App {
 	}
 	limiter := middleware.NewRateLimiter(store, d.Now)
 	api := &authAPI{auth: d.Auth, sessions: sessions, body: bodyReader{origins: origins}}
-	own := &ownAPI{auth: d.Auth}
+	own := &ownAPI{auth: d.Auth, origins: origins}
 	health := &healthAPI{ready: d.Ready, log: log}
+	pages := &pagesHandler{auth: d.Auth, sessions: sessions, origins: origins, siteName: siteName}
+	guard := middleware.NewPageGuard(sessions)
 
 	app.Use(middleware.RequestContext(log, errorHandler))
 	app.Use(ips.Handler())
 	app.Use(recover.New())
+	app.Use(middleware.SecurityHeaders(d.Secure))
 	app.Use(func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 		// Compressed request bodies are refused: decompressing them would let a few hundred
 		// bytes on the wire expand far past BodyLimit. No client of this API compresses.
 		if ce := c.Get(fiber.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
@@ -90,6 +101,7 @@ func NewApp(d Deps) *fiber.App {
 
 	app.Get("/healthz", health.alive)
 	app.Get("/readyz", health.readyz)
+	app.Get("/static/:name", serveStatic)
 
 	apiGroup := app.Group("/api", func(c *fiber.Ctx) error {
 		// Answers here are about one person; no cache may keep them.
@@ -105,8 +117,61 @@ func NewApp(d Deps) *fiber.App {
 	authGroup.Get("/ok", api.ok)
 
 	apiGroup.Get("/me", sessions.Require(middleware.Options{}, errUnauthorized), own.me)
+	apiGroup.Post("/marketing-consent", sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized), own.marketingConsent)
+
+	// Pages. HTML is compressed (the API's small JSON answers are not worth it); every page is
+	// private unless public by path or by being declared with the public layout below.
+	app.Use(compress.New(compress.Config{
+		Level: compress.LevelBestSpeed,
+		Next: func(c *fiber.Ctx) bool {
+			return strings.HasPrefix(c.Path(), "/api/") || strings.HasPrefix(c.Path(), "/static/")
+		},
+	}))
+	app.Use(guard.Handler())
+	public := func(method, path string, handlers ...fiber.Handler) {
+		guard.DeclarePublic(path)
+		app.Add(method, path, handlers...)
+	}
+	formLimit := limiter.Limit(middleware.RuleDefault)
+	public(fiber.MethodGet, "/", pages.home)
+	public(fiber.MethodGet, "/auth/sign-in", pages.signInPage(views.ModeSignIn))
+	public(fiber.MethodGet, "/auth/sign-up", pages.signInPage(views.ModeSignUp))
+	public(fiber.MethodPost, "/auth/code", formLimit, limiter.Limit(middleware.RuleSendCode), pages.sendCode)
+	public(fiber.MethodPost, "/auth/verify", formLimit, limiter.Limit(middleware.RuleSignIn), pages.verify)
+	public(fiber.MethodPost, "/auth/sign-out", formLimit, pages.signOut)
+	public(fiber.MethodGet, "/checkout/success", pages.checkout)
+	public(fiber.MethodPost, "/checkout/claim", formLimit, pages.claim)
+	app.Get("/account", pages.account)
+	app.Post("/account/name", formLimit, pages.updateName)
+	app.Post("/account/consent", formLimit, pages.grantConsent)
 
 	// Unmatched paths fall through to Fiber's own 404 (or 405 when another method matches),
-	// which ErrorHandler answers in JSON.
+	// which ErrorHandler answers in JSON under /api and as a page elsewhere.
 	return app
+}
+
+// serveStatic serves an embedded asset, precompressed, with a one-year immutable lifetime when
+// the request names its current hash.
+func serveStatic(c *fiber.Ctx) error {
+	a := static.Get(c.Params("name"))
+	if a == nil {
+		return fiber.ErrNotFound
+	}
+	etag := `"` + a.Hash + `"`
+	c.Set(fiber.HeaderETag, etag)
+	c.Vary(fiber.HeaderAcceptEncoding)
+	if c.Query("v") == a.Hash {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=31536000, immutable")
+	} else {
+		c.Set(fiber.HeaderCacheControl, "public, max-age=300")
+	}
+	if c.Get(fiber.HeaderIfNoneMatch) == etag {
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	body, encoding := a.Pick(c.Get(fiber.HeaderAcceptEncoding))
+	if encoding != "" {
+		c.Set(fiber.HeaderContentEncoding, encoding)
+	}
+	c.Set(fiber.HeaderContentType, a.ContentType)
+	return c.Send(body)
 }

@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 
 	"codeauth/auth"
 	"codeauth/middleware"
+	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -99,10 +101,11 @@ func toAPIError(err error) (*apiError, bool) {
 	return errInternal, false
 }
 
-// ErrorHandler writes the JSON answer for an error returned by a handler or raised by the
-// server. Unexpected errors are logged with the request's id and answered with a generic 500 that
-// reveals nothing about the cause.
-func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
+// ErrorHandler writes the answer for an error returned by a handler or raised by the server:
+// JSON under /api (and for the probes), an error page elsewhere, and for htmx requests a notice
+// swapped into the page's alert region. Unexpected errors are logged with the request's id and
+// answered with a generic 500 that reveals nothing about the cause.
+func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := toAPIError(err)
 		if !known {
@@ -116,6 +119,39 @@ func ErrorHandler(log *slog.Logger) fiber.ErrorHandler {
 			c.Set("X-Retry-After", secs)
 			c.Set(fiber.HeaderRetryAfter, secs)
 		}
-		return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
+		// A 431 is raised before the request is read, so it has no path to go by: JSON.
+		if p := c.Path(); strings.HasPrefix(p, "/api/") || p == "/api" || p == "/healthz" || p == "/readyz" ||
+			answer.Status == fiber.StatusRequestHeaderFieldsTooLarge {
+			return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
+		}
+		message := pageMessage(answer, limited)
+		if c.Get("HX-Request") == "true" {
+			c.Set("HX-Retarget", "#flash")
+			c.Set("HX-Reswap", "innerHTML")
+			return render(c, answer.Status, views.Flash(message))
+		}
+		return render(c, answer.Status, views.ErrorPage(views.Page{Title: message, SiteName: siteName}, answer.Status, message))
 	}
+}
+
+// pageMessage words an error for a person rather than a program.
+func pageMessage(answer *apiError, limited *auth.RateLimitError) string {
+	switch answer.Status {
+	case fiber.StatusNotFound:
+		return "This page does not exist."
+	case fiber.StatusForbidden:
+		return "This request came from another site, so it was refused."
+	case fiber.StatusUnauthorized:
+		return "Please sign in first."
+	case fiber.StatusTooManyRequests:
+		if limited != nil {
+			return "Too many requests. " + retryText(limited)
+		}
+		return "Too many requests. Please try again later."
+	case fiber.StatusRequestEntityTooLarge:
+		return "That was more than this form accepts."
+	case fiber.StatusInternalServerError, fiber.StatusServiceUnavailable:
+		return "Something went wrong on our side. Please try again."
+	}
+	return answer.Message
 }

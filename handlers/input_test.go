@@ -213,7 +213,15 @@ func TestInput_ExtraFieldsAreIgnored(t *testing.T) {
 func TestRoutes_UnknownAndWrongMethodAreJSON(t *testing.T) {
 	e := apptest.New(t, apptest.SQLite)
 	e.Get("/api/auth/nope").ExpectError(t, 404, "NOT_FOUND")
-	e.Get("/.git/config").ExpectError(t, 404, "NOT_FOUND")
+	// Catalogue L101: no file is served from the source tree. Pages are private by default, so
+	// an anonymous visitor is sent to sign in; a signed-in one gets the 404 page.
+	for _, p := range []string{"/.git/config", "/go.mod", "/views/pages.templ", "/static/../main.go", "/static/static.go"} {
+		if r := e.Get(p); r.Status != 303 && r.Status != 404 {
+			t.Fatalf("%s: %d", p, r.Status)
+		} else if strings.Contains(string(r.Body), "package ") || strings.Contains(string(r.Body), "[core]") {
+			t.Fatalf("%s served source", p)
+		}
+	}
 	e.Get(sendPath).ExpectError(t, 405, "METHOD_NOT_ALLOWED")
 	if r := e.Get("/api/auth/ok"); r.Status != 200 || string(r.Body) != `{"ok":true}` {
 		t.Fatalf("ok: %d %s", r.Status, r.Body)

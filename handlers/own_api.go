@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"codeauth/auth"
@@ -13,7 +14,29 @@ import (
 
 // ownAPI serves the service's own protected routes under /api.
 type ownAPI struct {
-	auth *auth.Service
+	auth    *auth.Service
+	origins *middleware.Origins
+}
+
+// marketingConsent is POST /api/marketing-consent: the call itself is the consent. It only grants
+// (there is no revoke here), and records where it came from as evidence: the page it was sent
+// from (a trusted Referer's path) or "api".
+func (h *ownAPI) marketingConsent(c *fiber.Ctx) error {
+	if _, err := (bodyReader{origins: h.origins}).read(c); err != nil {
+		return err
+	}
+	source := "api"
+	if ref, err := url.Parse(c.Get(fiber.HeaderReferer)); err == nil && ref.Host != "" && h.origins.Trusted(ref.Scheme+"://"+ref.Host) {
+		source = ref.Path
+	}
+	st := middleware.Current(c)
+	err := h.auth.GrantMarketingConsent(c.UserContext(), st.User.ID, auth.ConsentEvidence{
+		Source: source, Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(successResponse{Success: true})
 }
 
 // me is GET /api/me: the caller's account and preferences.

@@ -73,14 +73,32 @@ type Verification struct {
 }
 
 // UserData is the service's own per-user preference record, created with the account.
+// MarketingOptInAt is when the current consent was granted; the evidence of each grant is a
+// ConsentEvent.
 type UserData struct {
-	ID              string    `gorm:"type:uuid;primaryKey"`
-	UserID          string    `gorm:"type:uuid;not null;uniqueIndex"`
-	User            *User     `gorm:"constraint:OnDelete:CASCADE"`
-	MarketingOptIn  bool      `gorm:"not null"`
-	IsTrialEligible bool      `gorm:"not null"`
-	CreatedAt       time.Time `gorm:"not null"`
-	UpdatedAt       time.Time `gorm:"not null"`
+	ID               string     `gorm:"type:uuid;primaryKey"`
+	UserID           string     `gorm:"type:uuid;not null;uniqueIndex"`
+	User             *User      `gorm:"constraint:OnDelete:CASCADE"`
+	MarketingOptIn   bool       `gorm:"not null"`
+	MarketingOptInAt *time.Time ``
+	IsTrialEligible  bool       `gorm:"not null"`
+	CreatedAt        time.Time  `gorm:"not null"`
+	UpdatedAt        time.Time  `gorm:"not null"`
+}
+
+// ConsentEvent is the evidence of a consent given: who, what (Kind and the Wording shown), when,
+// through which page or client (Source), and from which address and user agent.
+type ConsentEvent struct {
+	ID        string    `gorm:"type:uuid;primaryKey"`
+	UserID    string    `gorm:"type:uuid;not null;index"`
+	User      *User     `gorm:"constraint:OnDelete:CASCADE"`
+	Kind      string    `gorm:"size:32;not null"`
+	Granted   bool      `gorm:"not null"`
+	Wording   string    `gorm:"size:64;not null"`
+	Source    string    `gorm:"size:200;not null"`
+	IPAddress string    `gorm:"size:64;not null"`
+	UserAgent string    `gorm:"size:512;not null"`
+	CreatedAt time.Time `gorm:"not null"`
 }
 
 // TableName keeps the table name singular, as the spec names it.
@@ -112,5 +130,5 @@ type Purchase struct {
 
 // All lists every model, in the order they are migrated.
 func All() []any {
-	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &AuthThrottle{}, &Purchase{}}
+	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}}
 }

@@ -219,7 +219,7 @@ func (e *Env) start(opts []Option) {
 	app := handlers.NewApp(handlers.Deps{
 		Auth: svc, BaseURL: e.URL, TrustedOrigins: settings.TrustedOrigins, TrustedProxies: settings.TrustedProxies,
 		RateStore: settings.RateStore, Now: e.Clock.Now,
-		CookiePrefix: settings.CookiePrefix, Secure: settings.Secure, Ready: sqlDB.PingContext, Logger: log,
+		CookiePrefix: settings.CookiePrefix, Secure: settings.Secure, SiteName: "Codeauth Test", Ready: sqlDB.PingContext, Logger: log,
 	})
 	go app.Listener(ln)
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}

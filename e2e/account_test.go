@@ -1,0 +1,115 @@
+package e2e
+
+import (
+	"testing"
+
+	"codeauth/internal/apptest"
+	"codeauth/models"
+
+	"github.com/google/uuid"
+)
+
+// signedIn signs the tab in through the sign-in page.
+func (tab *Tab) signedIn(email string) {
+	tab.t.Helper()
+	tab.open("/auth/sign-in")
+	code := tab.requestCode(email)
+	tab.do(chromedpSendKeys("#otp", code))
+	tab.waitPath("/")
+}
+
+// The account page shows the address, changes the name, grants the opt-in, and signs out.
+func TestBrowser_AccountPage(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.open("/")
+	tab.screenshot("home")
+	tab.signedIn("grace@example.com")
+	tab.open("/account")
+	if got := tab.text("[data-testid=account-email]"); got != "grace@example.com" {
+		t.Fatalf("account page shows %q", got)
+	}
+	tab.screenshot("account")
+	tab.do(chromedpSendKeys("#name", "Grace Hopper"), chromedpClick("#name-form button[type=submit]"))
+	tab.waitFor(`document.querySelector('#name-status').textContent.includes('Saved')`)
+	tab.do(chromedpClick("#consent-status button"))
+	tab.waitFor(`document.querySelector('[data-testid=consent]').textContent.includes('You receive')`)
+	me := tab.me()
+	user, _ := me["user"].(map[string]any)
+	prefs, _ := me["preferences"].(map[string]any)
+	if user["name"] != "Grace Hopper" || prefs["marketingOptIn"] != true {
+		t.Fatalf("/api/me = %v", me)
+	}
+	var ev models.ConsentEvent
+	env.DB.Take(&ev)
+	if ev.Source != "/account" || ev.Wording == "" || ev.UserAgent == "" {
+		t.Fatalf("consent evidence %+v", ev)
+	}
+	// Sign out from the account page: back to sign-in, and the account is private again.
+	tab.do(chromedpClick("main form[action='/auth/sign-out'] button"))
+	tab.waitPath("/auth/sign-in")
+	if tab.sessionCookie() != "" || env.Count(&models.Session{}) != 0 {
+		t.Fatal("the session survived signing out")
+	}
+	tab.open("/account")
+	tab.waitPath("/auth/sign-in?redirect=%2Faccount")
+}
+
+// The checkout page shows the guest purchase, with the address prefilled; verifying it links the
+// purchase to the new account. An existing account claims it the same way.
+func TestBrowser_CheckoutClaim(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	purchase := func(email string) models.Purchase {
+		p := models.Purchase{ID: uuid.NewString(), Email: email, Product: "Pro plan", PurchasedAt: env.Clock.Now(), CreatedAt: env.Clock.Now()}
+		if err := env.DB.Create(&p).Error; err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, existing := range []bool{false, true} {
+		email := "buyer-new@example.com"
+		if existing {
+			email = "buyer-old@example.com"
+			env.SignIn(email) // the account exists before the purchase
+		}
+		p := purchase(email)
+		tab := newTab(t, env)
+		tab.open("/checkout/success?purchase=" + p.ID)
+		if got := tab.text("[data-testid=product]"); got != "Pro plan" {
+			t.Fatalf("checkout shows %q", got)
+		}
+		if v := eval[string](tab, `document.querySelector('#email').value`); v != email {
+			t.Fatalf("address prefilled as %q", v)
+		}
+		if !existing {
+			tab.screenshot("checkout")
+		}
+		tab.do(chromedpClick("#code-send-form button[type=submit]"))
+		tab.waitFor(`!!document.querySelector('#otp')`)
+		tab.do(chromedpSendKeys("#otp", env.Mailer.LastCode(email)))
+		tab.waitFor(`!!document.querySelector('[data-testid=claimed]')`)
+		if !existing {
+			tab.screenshot("checkout-claimed")
+		}
+		var got models.Purchase
+		env.DB.Where("id = ?", p.ID).Take(&got)
+		var user models.User
+		env.DB.Where("email = ?", email).Take(&user)
+		if got.UserID == nil || *got.UserID != user.ID {
+			t.Fatalf("existing=%v: purchase not linked to %s", existing, user.ID)
+		}
+	}
+	// Someone verifying another address cannot take the purchase.
+	p := purchase("owner@example.com")
+	tab := newTab(t, env)
+	tab.open("/checkout/success?purchase=" + p.ID)
+	tab.do(chromedpSetValue("#email", "thief@example.com"), chromedpClick("#code-send-form button[type=submit]"))
+	tab.waitFor(`!!document.querySelector('#otp')`)
+	tab.do(chromedpSendKeys("#otp", env.Mailer.LastCode("thief@example.com")))
+	tab.waitFor(`!!document.querySelector('[data-testid=claim-error]')`)
+	var got models.Purchase
+	env.DB.Where("id = ?", p.ID).Take(&got)
+	if got.UserID != nil {
+		t.Fatal("the purchase went to another address")
+	}
+}

@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"codeauth/internal/apptest"
+	"codeauth/models"
+)
+
+// signInFlow types an address on the page's first step and returns the code that was mailed.
+func (tab *Tab) requestCode(email string) string {
+	tab.t.Helper()
+	tab.do(chromedpSendKeys("#email", email), chromedpClick("#code-send-form button[type=submit]"))
+	tab.waitFor(`!!document.querySelector('#otp')`)
+	code := tab.env.Mailer.LastCode(strings.ToLower(strings.TrimSpace(email)))
+	if code == "" {
+		tab.t.Fatalf("no code was mailed to %s", email)
+	}
+	return code
+}
+
+// A pasted code with stray spaces is cleaned and verifies by itself; the session is set and the
+// page moves on.
+func TestBrowser_SignInWithPastedCode(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.open("/auth/sign-in")
+	tab.screenshot("sign-in")
+	code := tab.requestCode("alice@example.com")
+	tab.screenshot("sign-in-code")
+	if got := tab.text("#code-entry strong"); got != "alice@example.com" {
+		t.Fatalf("code step names %q", got)
+	}
+	tab.paste("#otp", " "+code[:3]+" "+code[3:]+" ")
+	tab.waitPath("/")
+	if tab.sessionCookie() == "" {
+		t.Fatal("no session cookie after verifying")
+	}
+	me := tab.me()
+	user, _ := me["user"].(map[string]any)
+	if user["email"] != "alice@example.com" {
+		t.Fatalf("/api/me = %v", me)
+	}
+	if n := env.Count(&models.User{}); n != 1 {
+		t.Fatalf("users = %d", n)
+	}
+}
+
+// A wrong code keeps the code step, says so in the alert region, empties the input and keeps the
+// focus on it; no session is made. Typing digits on the keyboard verifies by itself too.
+func TestBrowser_WrongCodeStaysOnTheCodeStep(t *testing.T) {
+	env := apptest.New(t, apptest.Postgres)
+	tab := newTab(t, env)
+	tab.open("/auth/sign-in")
+	code := tab.requestCode("bob@example.com")
+	wrong := "000000"
+	if code == wrong {
+		wrong = "111111"
+	}
+	tab.do(chromedpSendKeys("#otp", wrong))
+	tab.waitFor(`document.querySelector('#code-error').textContent.includes('not right')`)
+	tab.screenshot("sign-in-wrong-code")
+	if v := eval[string](tab, `document.querySelector('#otp').value`); v != "" {
+		t.Fatalf("the input kept %q", v)
+	}
+	tab.waitFor(`document.activeElement && document.activeElement.id === 'otp'`)
+	if eval[string](tab, `document.querySelector('#code-error').getAttribute('role')`) != "alert" {
+		t.Fatal("the error is not in an alert region")
+	}
+	if tab.sessionCookie() != "" || env.Count(&models.Session{}) != 0 {
+		t.Fatal("a wrong code made a session")
+	}
+	if tab.location() != env.URL+"/auth/sign-in" {
+		t.Fatalf("moved to %s", tab.location())
+	}
+	// The right code, typed key by key, goes through.
+	tab.do(chromedpSendKeys("#otp", code))
+	tab.waitPath("/")
+	if tab.sessionCookie() == "" {
+		t.Fatal("no session after the right code")
+	}
+}
+
+// The resend button shows its cooldown and is disabled while it runs.
+func TestBrowser_ResendCooldown(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.open("/auth/sign-in")
+	tab.requestCode("carol@example.com")
+	tab.waitFor(`document.querySelector('button[data-cooldown]').disabled`)
+	label := tab.text("button[data-cooldown]")
+	if !strings.Contains(label, " s)") || !eval[bool](tab, `document.querySelector('button[data-cooldown]').disabled`) {
+		t.Fatalf("resend button %q is not counting down", label)
+	}
+}
+
+// Sign-up with the opt-in ticked grants marketing consent once the session exists; unticked
+// sends nothing. Both go through the one verify endpoint.
+func TestBrowser_SignUpWithAndWithoutOptIn(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	for _, optIn := range []bool{true, false} {
+		tab := newTab(t, env)
+		tab.open("/auth/sign-up")
+		if optIn {
+			tab.screenshot("sign-up")
+		}
+		email := "news-no@example.com"
+		if optIn {
+			email = "news-yes@example.com"
+		}
+		code := tab.requestCode(email)
+		if optIn {
+			tab.do(chromedpClick("#marketing-opt-in"))
+		}
+		tab.do(chromedpSendKeys("#otp", code))
+		tab.waitPath("/")
+		prefs, _ := tab.me()["preferences"].(map[string]any)
+		if prefs["marketingOptIn"] != optIn {
+			t.Fatalf("opt-in %v: preferences %v", optIn, prefs)
+		}
+		var events int64
+		env.DB.Model(&models.ConsentEvent{}).Count(&events)
+		if want := int64(1); events != want {
+			t.Fatalf("opt-in %v: %d consent events, want %d", optIn, events, want)
+		}
+	}
+}
+
+// A private page sends an anonymous visitor to sign in, and back to the page afterwards.
+func TestBrowser_PrivatePageRedirectsToSignInAndBack(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.open("/account?tab=profile")
+	tab.waitPath("/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile")
+	code := tab.requestCode("dave@example.com")
+	tab.do(chromedpSendKeys("#otp", code))
+	tab.waitPath("/account?tab=profile")
+	if got := tab.text("[data-testid=account-email]"); got != "dave@example.com" {
+		t.Fatalf("account page shows %q", got)
+	}
+}
+
+// With JavaScript off every step is a whole page: the sign-in works, and a wrong code says so.
+func TestBrowser_JavaScriptOff(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.javascriptOff()
+	tab.open("/auth/sign-in?redirect=/account")
+	tab.do(chromedpSendKeys("#email", "erin@example.com"), chromedpClick("#code-send-form button[type=submit]"))
+	tab.waitFor(`!!document.querySelector('#otp')`)
+	code := env.Mailer.LastCode("erin@example.com")
+	tab.do(chromedpSendKeys("#otp", "999999"), chromedpClick("#code-verify-form button[type=submit]"))
+	tab.waitFor(`!!document.querySelector('#code-error') && document.querySelector('#code-error').textContent.includes('not right')`)
+	if code == "999999" {
+		t.Skip("the random code was the wrong one")
+	}
+	tab.do(chromedpSendKeys("#otp", code), chromedpClick("#code-verify-form button[type=submit]"))
+	tab.waitPath("/account")
+	if got := tab.text("[data-testid=account-email]"); got != "erin@example.com" {
+		t.Fatalf("account page shows %q", got)
+	}
+	// Sign-up with the opt-in, without JavaScript: the box travels with the code.
+	tab2 := newTab(t, env)
+	tab2.javascriptOff()
+	tab2.open("/auth/sign-up")
+	tab2.do(chromedpSendKeys("#email", "frank@example.com"), chromedpClick("#code-send-form button[type=submit]"))
+	tab2.waitFor(`!!document.querySelector('#otp')`)
+	tab2.do(chromedpClick("#marketing-opt-in"), chromedpSendKeys("#otp", env.Mailer.LastCode("frank@example.com")),
+		chromedpClick("#code-verify-form button[type=submit]"))
+	tab2.waitPath("/")
+	var ud models.UserData
+	env.DB.Joins("JOIN users ON users.id = user_data.user_id").Where("users.email = ?", "frank@example.com").Take(&ud)
+	if !ud.MarketingOptIn {
+		t.Fatal("the opt-in was lost without JavaScript")
+	}
+}

@@ -1,0 +1,431 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/url"
+	"strings"
+
+	"codeauth/auth"
+	"codeauth/middleware"
+	"codeauth/views"
+
+	"github.com/a-h/templ"
+	"github.com/gofiber/fiber/v2"
+)
+
+// pagesHandler serves the HTML pages. Every form is a real form: without JavaScript each POST
+// answers with a whole page or a redirect; with htmx (HX-Request) it answers with the fragment to
+// swap.
+type pagesHandler struct {
+	auth     *auth.Service
+	sessions *middleware.Sessions
+	origins  *middleware.Origins
+	siteName string
+}
+
+// render writes a component as the HTML answer. It renders into a buffer first, so a failure
+// half-way becomes a clean error page rather than half a page with a 200.
+func render(c *fiber.Ctx, status int, component templ.Component) error {
+	var buf bytes.Buffer
+	if err := component.Render(c.UserContext(), &buf); err != nil {
+		return fmt.Errorf("rendering: %w", err)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	return c.Status(status).Send(buf.Bytes())
+}
+
+func isHTMX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
+
+// page builds the layout's model, with the signed-in person if there is one.
+func (h *pagesHandler) page(c *fiber.Ctx, title string) (views.Page, error) {
+	p := views.Page{Title: title, SiteName: h.siteName}
+	st, err := h.sessions.Resolve(c, middleware.Options{})
+	if err != nil {
+		return p, err
+	}
+	if st != nil {
+		p.User = &views.User{Email: st.User.Email, Name: st.User.Name}
+	}
+	return p, nil
+}
+
+// requireForm accepts the bodies HTML forms send; anything else is 415.
+func requireForm(c *fiber.Ctx) error {
+	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
+	if err != nil || mt != fiber.MIMEApplicationForm {
+		return newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Forms must be sent as application/x-www-form-urlencoded")
+	}
+	return nil
+}
+
+// entryFromForm reads the code-entry component's context back from its form.
+func entryFromForm(c *fiber.Ctx) views.Entry {
+	return views.Entry{
+		Mode:     views.ParseMode(c.FormValue("mode")),
+		Redirect: middleware.SafeNext(c.FormValue("redirect")),
+		Purchase: purchaseParam(c.FormValue("purchase")),
+		Email:    strings.TrimSpace(c.FormValue("email")),
+	}
+}
+
+// purchaseParam keeps a purchase id only when it has the shape of one.
+func purchaseParam(s string) string {
+	if len(s) == 36 && strings.Count(s, "-") == 4 {
+		return s
+	}
+	return ""
+}
+
+func (h *pagesHandler) home(c *fiber.Ctx) error {
+	p, err := h.page(c, "Welcome")
+	if err != nil {
+		return err
+	}
+	return render(c, fiber.StatusOK, views.Home(p))
+}
+
+// signInPage serves /auth/sign-in and /auth/sign-up. Someone already signed in goes straight on.
+func (h *pagesHandler) signInPage(mode views.Mode) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		redirect := middleware.SafeNext(c.Query("redirect"))
+		if p, err := h.page(c, ""); err != nil {
+			return err
+		} else if p.User != nil {
+			if redirect == "" {
+				redirect = "/account"
+			}
+			return c.Redirect(redirect, fiber.StatusSeeOther)
+		}
+		return h.renderEntry(c, fiber.StatusOK, views.Entry{Mode: mode, Step: views.StepEmail, Redirect: redirect})
+	}
+}
+
+// renderEntry answers with the code-entry component: the fragment for htmx, else the whole page
+// of its mode.
+func (h *pagesHandler) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
+	if isHTMX(c) {
+		return render(c, status, views.CodeEntry(e))
+	}
+	switch e.Mode {
+	case views.ModeCheckout:
+		return h.renderCheckout(c, status, e.Purchase, &e, "")
+	case views.ModeSignUp:
+		p, err := h.page(c, "Create your account")
+		if err != nil {
+			return err
+		}
+		return render(c, status, views.SignIn(p, e))
+	default:
+		p, err := h.page(c, "Sign in")
+		if err != nil {
+			return err
+		}
+		return render(c, status, views.SignIn(p, e))
+	}
+}
+
+// sendCode is POST /auth/code: step one of the component, and its resend button.
+func (h *pagesHandler) sendCode(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	e := entryFromForm(c)
+	resend := c.FormValue("resend") == "1"
+	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
+	var limited *auth.RateLimitError
+	switch {
+	case err == nil:
+		e.Email, _ = auth.NormalizeEmail(e.Email)
+		e.Step, e.Cooldown = views.StepCode, views.ResendCooldown
+		return h.renderEntry(c, fiber.StatusOK, e)
+	case errors.Is(err, auth.ErrInvalidEmail):
+		e.Error = "Enter a valid e-mail address, such as name@example.com."
+		return h.renderEntry(c, fiber.StatusUnprocessableEntity, e)
+	case errors.As(err, &limited):
+		e.Error = "Too many codes were asked for. " + retryText(limited)
+		if resend {
+			e.Step = views.StepCode
+		}
+		return h.renderEntry(c, fiber.StatusTooManyRequests, e)
+	case errors.Is(err, auth.ErrDelivery):
+		e.Error = "We could not send the e-mail just now. Please try again in a moment."
+		if resend {
+			e.Step = views.StepCode
+		}
+		return h.renderEntry(c, fiber.StatusServiceUnavailable, e)
+	}
+	return err
+}
+
+// retryText says when to try again, in words.
+func retryText(e *auth.RateLimitError) string {
+	minutes := int(e.RetryAfter.Minutes() + 0.999)
+	switch {
+	case e.RetryAfter.Seconds() < 90:
+		return fmt.Sprintf("Please try again in %d seconds.", int(e.RetryAfter.Seconds()+0.999))
+	case minutes < 120:
+		return fmt.Sprintf("Please try again in %d minutes.", minutes)
+	}
+	return fmt.Sprintf("Please try again in %d hours.", minutes/60+1)
+}
+
+// verify is POST /auth/verify: the code step. A wrong code stays on the step with a message and
+// an empty input; success opens the session and either emits "verified" (htmx) or redirects.
+func (h *pagesHandler) verify(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	e := entryFromForm(c)
+	e.Step = views.StepCode
+	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
+		Email: e.Email, Code: c.FormValue("otp"),
+		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
+	})
+	if err != nil {
+		var limited *auth.RateLimitError
+		switch {
+		case errors.Is(err, auth.ErrInvalidOTP):
+			e.Error = "That code is not right. Check the e-mail and try again."
+		case errors.Is(err, auth.ErrOTPExpired):
+			e.Error = "That code has expired. Send a new code."
+		case errors.Is(err, auth.ErrTooManyAttempts):
+			e.Error = "Too many wrong codes. Send a new code."
+		case errors.Is(err, auth.ErrInvalidEmail):
+			e.Step, e.Error = views.StepEmail, "Enter a valid e-mail address, such as name@example.com."
+		case errors.As(err, &limited):
+			e.Error = "Too many attempts. " + retryText(limited)
+			return h.renderEntry(c, fiber.StatusTooManyRequests, e)
+		default:
+			return err
+		}
+		return h.renderEntry(c, fiber.StatusUnprocessableEntity, e)
+	}
+	h.sessions.Issue(c, &res.SessionState, true)
+	e.Email, e.Step = res.User.Email, views.StepVerified
+	next := e.Redirect
+	if next == "" {
+		next = "/"
+	}
+	if isHTMX(c) {
+		// The page decides what follows "verified": go on, grant the opt-in, or claim.
+		trigger, _ := json.Marshal(map[string]map[string]string{"verified": {"redirect": next}})
+		c.Set("HX-Trigger", string(trigger))
+		return render(c, fiber.StatusOK, views.CodeEntry(e))
+	}
+	// Without JavaScript the server does what the page script would.
+	switch e.Mode {
+	case views.ModeSignUp:
+		if c.FormValue("marketingOptIn") == "on" {
+			// Best effort: a failed grant never undoes the sign-up.
+			_ = h.auth.GrantMarketingConsent(c.UserContext(), res.User.ID, h.evidence(c, "/auth/sign-up"))
+		}
+	case views.ModeCheckout:
+		if _, err := h.auth.ClaimPurchase(c.UserContext(), res.User, e.Purchase); err != nil {
+			msg, known := claimFailure(err)
+			if !known {
+				return err
+			}
+			return h.renderCheckout(c, fiber.StatusUnprocessableEntity, e.Purchase, nil, msg)
+		}
+		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(e.Purchase), fiber.StatusSeeOther)
+	}
+	return c.Redirect(next, fiber.StatusSeeOther)
+}
+
+// evidence describes the request a consent came through.
+func (h *pagesHandler) evidence(c *fiber.Ctx, source string) auth.ConsentEvidence {
+	return auth.ConsentEvidence{Source: source,
+		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
+}
+
+// signOut is POST /auth/sign-out from the pages.
+func (h *pagesHandler) signOut(c *fiber.Ctx) error {
+	cred := h.sessions.Credential(c)
+	for i, token := range []string{cred.Token, cred.CookieToken} {
+		if token == "" || (i == 1 && token == cred.Token) {
+			continue
+		}
+		if err := h.auth.SignOut(c.UserContext(), token); err != nil {
+			return err
+		}
+	}
+	h.sessions.Clear(c)
+	return c.Redirect(middleware.SignInPath, fiber.StatusSeeOther)
+}
+
+// account is GET /account.
+func (h *pagesHandler) account(c *fiber.Ctx) error {
+	p, err := h.page(c, "Your account")
+	if err != nil {
+		return err
+	}
+	st := middleware.Current(c)
+	prefs, err := h.auth.Preferences(c.UserContext(), st.User.ID)
+	if err != nil {
+		return err
+	}
+	return render(c, fiber.StatusOK, views.AccountPage(p, views.Account{
+		Email: st.User.Email, Name: st.User.Name, MarketingOptIn: prefs.MarketingOptIn,
+	}))
+}
+
+// signedIn returns the session of a request that changes the account, checked against the
+// database; without one, a page request is sent to sign in.
+func (h *pagesHandler) signedIn(c *fiber.Ctx) (*auth.SessionState, error) {
+	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		if isHTMX(c) {
+			c.Set("HX-Redirect", middleware.SignInPath)
+		}
+		return nil, errUnauthorized
+	}
+	return st, nil
+}
+
+// updateName is POST /account/name.
+func (h *pagesHandler) updateName(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	st, err := h.signedIn(c)
+	if err != nil {
+		return err
+	}
+	name := c.FormValue("name")
+	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, auth.UserUpdate{Name: &name})
+	a := views.Account{Email: st.User.Email, Name: name}
+	var fe *auth.FieldError
+	switch {
+	case errors.As(err, &fe):
+		a.NameError = "Use at most 100 characters, without control characters."
+		if !isHTMX(c) {
+			return h.accountWith(c, fiber.StatusUnprocessableEntity, a)
+		}
+		return render(c, fiber.StatusUnprocessableEntity, views.NameForm(a))
+	case err != nil:
+		return err
+	}
+	updated := *st
+	updated.User = user
+	h.sessions.Issue(c, &updated, h.sessions.CookieSent(c))
+	if !isHTMX(c) {
+		return c.Redirect("/account", fiber.StatusSeeOther)
+	}
+	a.Name, a.NameSaved = user.Name, true
+	return render(c, fiber.StatusOK, views.NameForm(a))
+}
+
+// accountWith renders the account page with a given form state (a refused change without
+// JavaScript).
+func (h *pagesHandler) accountWith(c *fiber.Ctx, status int, a views.Account) error {
+	p, err := h.page(c, "Your account")
+	if err != nil {
+		return err
+	}
+	st := middleware.Current(c)
+	prefs, err := h.auth.Preferences(c.UserContext(), st.User.ID)
+	if err != nil {
+		return err
+	}
+	a.MarketingOptIn = prefs.MarketingOptIn
+	return render(c, status, views.AccountPage(p, a))
+}
+
+// grantConsent is POST /account/consent.
+func (h *pagesHandler) grantConsent(c *fiber.Ctx) error {
+	st, err := h.signedIn(c)
+	if err != nil {
+		return err
+	}
+	if err := h.auth.GrantMarketingConsent(c.UserContext(), st.User.ID, h.evidence(c, "/account")); err != nil {
+		return err
+	}
+	if !isHTMX(c) {
+		return c.Redirect("/account", fiber.StatusSeeOther)
+	}
+	return render(c, fiber.StatusOK, views.ConsentStatus(true))
+}
+
+// checkout is GET /checkout/success?purchase=<id>: the guest purchase and the component that
+// claims it, the e-mail address prefilled from the purchase.
+func (h *pagesHandler) checkout(c *fiber.Ctx) error {
+	return h.renderCheckout(c, fiber.StatusOK, purchaseParam(c.Query("purchase")), nil, "")
+}
+
+// renderCheckout renders the checkout page for purchaseID, with the component at entry (or at its
+// first step) and claimError when a claim was refused.
+func (h *pagesHandler) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entry *views.Entry, claimError string) error {
+	p, err := h.page(c, "Your purchase")
+	if err != nil {
+		return err
+	}
+	view := views.Checkout{PurchaseID: purchaseID, ClaimError: claimError}
+	purchase, err := h.auth.Purchase(c.UserContext(), purchaseID)
+	switch {
+	case errors.Is(err, auth.ErrPurchaseNotFound):
+		return render(c, fiber.StatusNotFound, views.CheckoutPage(p, view))
+	case err != nil:
+		return err
+	}
+	view.Found, view.Product, view.PurchasedAt = true, purchase.Product, purchase.PurchasedAt
+	if st := middleware.Current(c); st != nil && purchase.UserID != nil && *purchase.UserID == st.User.ID {
+		view.Claimed = true
+	}
+	if entry != nil {
+		view.Entry = *entry
+	} else {
+		view.Entry = views.Entry{Mode: views.ModeCheckout, Step: views.StepEmail, Email: purchase.Email, Purchase: purchase.ID}
+	}
+	return render(c, status, views.CheckoutPage(p, view))
+}
+
+// claim is POST /checkout/claim: links the purchase to the signed-in account when the account's
+// address is the one it was bought with.
+func (h *pagesHandler) claim(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	st, err := h.signedIn(c)
+	if err != nil {
+		return err
+	}
+	id := purchaseParam(c.FormValue("purchase"))
+	purchase, err := h.auth.ClaimPurchase(c.UserContext(), st.User, id)
+	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil}
+	if err != nil {
+		msg, known := claimFailure(err)
+		if !known {
+			return err
+		}
+		view.ClaimError = msg
+		if !isHTMX(c) {
+			return h.renderCheckout(c, fiber.StatusUnprocessableEntity, id, nil, msg)
+		}
+	}
+	if !isHTMX(c) {
+		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(id), fiber.StatusSeeOther)
+	}
+	status := fiber.StatusOK
+	if !view.Claimed {
+		status = fiber.StatusUnprocessableEntity
+	}
+	return render(c, status, views.ClaimStatus(view))
+}
+
+// claimFailure words a refused claim for the person who tried.
+func claimFailure(err error) (string, bool) {
+	switch {
+	case errors.Is(err, auth.ErrPurchaseNotFound):
+		return "We could not find this purchase.", true
+	case errors.Is(err, auth.ErrPurchaseOtherEmail):
+		return "This purchase was made with another e-mail address. Sign in with that address to keep it.", true
+	}
+	return "", false
+}

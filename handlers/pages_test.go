@@ -1,0 +1,284 @@
+package handlers_test
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"codeauth/internal/apptest"
+	"codeauth/models"
+
+	"github.com/google/uuid"
+)
+
+// Catalogue O120, E: every page carries a CSP without inline scripts, refuses framing and
+// sniffing, and is never cached; the e-mail link landing page sends no referrer.
+func TestPages_SecurityHeaders(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite, apptest.WithSecure())
+	for _, path := range []string{"/", "/auth/sign-in", "/auth/sign-up", "/checkout/success?purchase=x", "/auth/verify-email"} {
+		r := e.Get(path)
+		csp := r.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"script-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'", "form-action 'self'"} {
+			if !strings.Contains(csp, want) {
+				t.Fatalf("%s: CSP %q lacks %q", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Fatalf("%s: CSP %q allows inline or eval", path, csp)
+		}
+		if r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Header.Get("X-Frame-Options") != "DENY" ||
+			r.Header.Get("Cache-Control") != "no-store" || !strings.HasPrefix(r.Header.Get("Strict-Transport-Security"), "max-age=31536000") {
+			t.Fatalf("%s: headers %v", path, r.Header)
+		}
+		want := "strict-origin-when-cross-origin"
+		if path == "/auth/verify-email" {
+			want = "no-referrer"
+		}
+		if got := r.Header.Get("Referrer-Policy"); got != want {
+			t.Fatalf("%s: Referrer-Policy %q, want %q", path, got, want)
+		}
+	}
+	// JSON answers may never be rendered or framed.
+	if csp := e.Get("/api/auth/ok").Header.Get("Content-Security-Policy"); csp != "default-src 'none'; frame-ancestors 'none'" {
+		t.Fatalf("API CSP %q", csp)
+	}
+}
+
+var privatePage = regexp.MustCompile(`^/auth/sign-in(\?redirect=.*)?$`)
+
+// expectSignInRedirect fails unless r sends the visitor to sign in.
+func expectSignInRedirect(t *testing.T, r *apptest.Response, what string) {
+	t.Helper()
+	if r.Status != http.StatusSeeOther || !privatePage.MatchString(r.Header.Get("Location")) {
+		t.Fatalf("%s: %d Location %q, want 303 to sign-in", what, r.Status, r.Header.Get("Location"))
+	}
+}
+
+// Catalogue L98, L99, F58: every route that is not public sends an anonymous visitor to sign in,
+// also through path variants; the public ones do not. htmx requests get 401 and HX-Redirect.
+func TestPages_ProtectedByDefault(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	public := map[string]bool{}
+	for _, route := range e.App.GetRoutes(true) {
+		p := route.Path
+		if strings.HasPrefix(p, "/api") || strings.HasPrefix(p, "/static") || p == "/healthz" || p == "/readyz" || strings.Contains(p, ":") {
+			continue
+		}
+		r := e.Do(apptest.Request{Method: route.Method, Path: p})
+		if r.Status == http.StatusSeeOther && privatePage.MatchString(r.Header.Get("Location")) {
+			continue
+		}
+		public[route.Method+" "+p] = true
+	}
+	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success"} {
+		if !public[want] {
+			t.Fatalf("%s is not public", want)
+		}
+		delete(public, want)
+	}
+	// The public form posts answer for themselves (a wrong body, a missing session).
+	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim"} {
+		delete(public, allowed)
+	}
+	if len(public) != 0 {
+		t.Fatalf("routes reachable without a session: %v", public)
+	}
+
+	r := e.Get("/account?tab=profile")
+	expectSignInRedirect(t, r, "/account")
+	if loc := r.Header.Get("Location"); loc != "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile" {
+		t.Fatalf("redirect target %q", loc)
+	}
+	for _, p := range []string{"/ACCOUNT", "/account/", "//account", "/./account", "/account%2F", "/account;x", "/pricing", "/Account/?x=1"} {
+		if r := e.Get(p); r.Status != http.StatusSeeOther {
+			t.Fatalf("%s: %d, want a redirect to sign-in", p, r.Status)
+		}
+	}
+	for _, p := range []string{"/blog/post", "/docs", "/contact", "/roadmap", "/changelog", "/templates/x", "/ai", "/auth/whatever"} {
+		if r := e.Get(p); r.Status == http.StatusSeeOther {
+			t.Fatalf("public %s redirected to %q", p, r.Header.Get("Location"))
+		}
+	}
+	r = e.Get("/account", "HX-Request", "true")
+	if r.Status != http.StatusUnauthorized || !strings.HasPrefix(r.Header.Get("HX-Redirect"), "/auth/sign-in") {
+		t.Fatalf("htmx request: %d HX-Redirect %q", r.Status, r.Header.Get("HX-Redirect"))
+	}
+	// A signed-in visitor gets the page.
+	s := e.SignIn("alice@example.com")
+	if r := e.Do(apptest.Request{Path: "/account", Cookies: s.Cookies()}); r.Status != 200 || !strings.Contains(string(r.Body), "alice@example.com") {
+		t.Fatalf("signed in /account: %d", r.Status)
+	}
+}
+
+// Catalogue F55, F57: the redirect target of the sign-in pages is a plain relative path or
+// nothing.
+func TestPages_RedirectParameterIsSafe(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	for _, v := range []string{"//evil.test", "https://evil.test", "/\\evil.test", "javascript:alert(1)"} {
+		r := e.Get("/auth/sign-in?redirect=" + url.QueryEscape(v))
+		if r.Status != 200 || strings.Contains(string(r.Body), "evil.test") || strings.Contains(string(r.Body), "javascript:") {
+			t.Fatalf("redirect=%q: %d, kept in the page", v, r.Status)
+		}
+		// Posted directly without JavaScript, it is dropped too.
+		code := e.SendCode("alice@example.com")
+		form := url.Values{"email": {"alice@example.com"}, "otp": {code}, "mode": {"sign-in"}, "redirect": {v}}
+		r = e.Do(apptest.Request{Method: "POST", Path: "/auth/verify", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+			t.Fatalf("verify with redirect=%q: %d to %q", v, r.Status, r.Header.Get("Location"))
+		}
+	}
+}
+
+// The page forms: HTML forms only, answered with whole pages without htmx, and an inline 422
+// fragment for a wrong code with it.
+func TestPages_FormAnswers(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	form := func(path string, v url.Values, header ...string) *apptest.Response {
+		h := http.Header{}
+		for i := 0; i+1 < len(header); i += 2 {
+			h.Set(header[i], header[i+1])
+		}
+		return e.Do(apptest.Request{Method: "POST", Path: path, Body: v.Encode(), ContentType: "application/x-www-form-urlencoded", Header: h})
+	}
+	if r := e.Post("/auth/code", map[string]any{"email": "a@example.com"}); r.Status != 415 {
+		t.Fatalf("JSON to a form endpoint: %d", r.Status)
+	}
+	r := form("/auth/code", url.Values{"email": {"not an address"}, "mode": {"sign-in"}})
+	if r.Status != 422 || !strings.Contains(string(r.Body), "Enter a valid e-mail address") || !strings.Contains(string(r.Body), "<html") {
+		t.Fatalf("bad address: %d", r.Status)
+	}
+	r = form("/auth/code", url.Values{"email": {"a@example.com"}, "mode": {"sign-in"}}, "HX-Request", "true")
+	if r.Status != 200 || strings.Contains(string(r.Body), "<html") || !strings.Contains(string(r.Body), `id="otp"`) {
+		t.Fatalf("htmx step two: %d %s", r.Status, r.Body)
+	}
+	r = form("/auth/verify", url.Values{"email": {"a@example.com"}, "otp": {"12"}, "mode": {"sign-in"}}, "HX-Request", "true")
+	if r.Status != 422 || !strings.Contains(string(r.Body), "not right") || r.Header.Get("HX-Trigger") != "" {
+		t.Fatalf("htmx wrong code: %d %s", r.Status, r.Body)
+	}
+	code := e.Mailer.LastCode("a@example.com")
+	r = form("/auth/verify", url.Values{"email": {"a@example.com"}, "otp": {code}, "mode": {"sign-in"}, "redirect": {"/account"}}, "HX-Request", "true")
+	if r.Status != 200 || r.Header.Get("HX-Trigger") != `{"verified":{"redirect":"/account"}}` || r.Cookie("auth.session_token") == nil {
+		t.Fatalf("htmx verified: %d trigger %q", r.Status, r.Header.Get("HX-Trigger"))
+	}
+	// A cross-site form post is refused before anything happens (catalogue E44, E45).
+	r = form("/auth/code", url.Values{"email": {"victim@example.com"}}, "Origin", "https://evil.test", "Sec-Fetch-Site", "cross-site")
+	if r.Status != 403 || len(e.Mailer.Find("sign-in-code", "victim@example.com")) != 0 {
+		t.Fatalf("cross-site form: %d", r.Status)
+	}
+	// Errors under pages are pages, and notices for htmx.
+	if r := e.Get("/checkout/success?purchase=" + uuid.NewString()); r.Status != 404 || !strings.Contains(string(r.Body), "Purchase not found") {
+		t.Fatalf("unknown purchase: %d", r.Status)
+	}
+	if r := e.Get("/auth/nowhere", "HX-Request", "true"); r.Status != 404 || r.Header.Get("HX-Retarget") != "#flash" {
+		t.Fatalf("htmx 404: %d %v", r.Status, r.Header)
+	}
+}
+
+// The sign-in page with everything it loads weighs under 30 KB compressed.
+func TestPages_SignInWeight(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	get := func(path string) *apptest.Response {
+		return e.Do(apptest.Request{Path: path, Header: http.Header{"Accept-Encoding": {"br, gzip"}}})
+	}
+	page := get("/auth/sign-in")
+	if page.Header.Get("Content-Encoding") == "" {
+		t.Fatal("the page is not compressed")
+	}
+	total := len(page.Body)
+	assets := regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`).FindAllStringSubmatch(decompressed(t, e), -1)
+	seen := map[string]bool{}
+	for _, m := range assets {
+		if seen[m[1]] {
+			continue
+		}
+		seen[m[1]] = true
+		r := get(m[1])
+		if r.Status != 200 || r.Header.Get("Content-Encoding") == "" || !strings.Contains(r.Header.Get("Cache-Control"), "immutable") {
+			t.Fatalf("%s: %d %v", m[1], r.Status, r.Header)
+		}
+		total += len(r.Body)
+	}
+	t.Logf("sign-in page and %d assets: %d bytes compressed", len(seen), total)
+	if len(seen) < 3 || total >= 30*1024 {
+		t.Fatalf("%d bytes over %d assets, want under 30 KB", total, len(seen))
+	}
+}
+
+func decompressed(t *testing.T, e *apptest.Env) string {
+	t.Helper()
+	return string(e.Get("/auth/sign-in").Body)
+}
+
+// Static assets: content-hashed, immutable, revalidated by ETag, and never leaking other files.
+func TestStatic_Caching(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	page := string(e.Get("/").Body)
+	m := regexp.MustCompile(`href="(/static/app\.css\?v=([0-9a-f]+))"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no hashed stylesheet link")
+	}
+	r := e.Get(m[1])
+	if r.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" || r.Header.Get("ETag") != `"`+m[2]+`"` {
+		t.Fatalf("hashed asset headers %v", r.Header)
+	}
+	if r := e.Get("/static/app.css", "If-None-Match", `"`+m[2]+`"`); r.Status != 304 {
+		t.Fatalf("revalidation: %d", r.Status)
+	}
+	if r := e.Get("/static/app.css?v=old"); !strings.Contains(r.Header.Get("Cache-Control"), "max-age=300") {
+		t.Fatalf("stale hash cached for long: %v", r.Header)
+	}
+	for _, p := range []string{"/static/static.go", "/static/../main.go", "/static/%2e%2e%2fmain.go", "/static/"} {
+		if r := e.Get(p); r.Status == 200 {
+			t.Fatalf("%s served", p)
+		}
+	}
+}
+
+// Catalogue K94-K97: the consent grant needs a session, takes nothing from the body, never
+// revokes, records evidence once, and survives parallel calls.
+func TestMarketingConsent(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		const path = "/api/marketing-consent"
+		e.Post(path, nil).ExpectError(t, 401, "UNAUTHORIZED")
+		if n := e.Count(&models.ConsentEvent{}); n != 0 {
+			t.Fatalf("anonymous grant stored %d events", n)
+		}
+		s := e.SignIn("alice@example.com")
+		other := e.SignIn("bob@example.com")
+		// A cookie needs a trusted origin, like every state change.
+		e.Do(apptest.Request{Method: "POST", Path: path, Cookies: s.Cookies()}).ExpectError(t, 403, "MISSING_OR_NULL_ORIGIN")
+
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := e.Post(path, map[string]any{"user_id": other.UserID, "granted": false}, "Authorization", "Bearer "+s.Bearer,
+					"Referer", e.URL+"/auth/sign-up", "User-Agent", "TestAgent/1")
+				if r.Status != 200 || string(r.Body) != `{"success":true}` {
+					t.Errorf("grant: %d %s", r.Status, r.Body)
+				}
+			}()
+		}
+		wg.Wait()
+		var ud models.UserData
+		e.DB.Where("user_id = ?", s.UserID).Take(&ud)
+		if !ud.MarketingOptIn || ud.MarketingOptInAt == nil {
+			t.Fatalf("consent not recorded: %+v", ud)
+		}
+		var events []models.ConsentEvent
+		e.DB.Find(&events)
+		if len(events) != 1 || events[0].UserID != s.UserID || events[0].Source != "/auth/sign-up" ||
+			events[0].UserAgent != "TestAgent/1" || events[0].IPAddress == "" || events[0].Wording == "" {
+			t.Fatalf("consent events %+v", events)
+		}
+		var bob models.UserData
+		e.DB.Where("user_id = ?", other.UserID).Take(&bob)
+		if bob.MarketingOptIn {
+			t.Fatal("the body's user_id was obeyed")
+		}
+	})
+}

@@ -1,0 +1,154 @@
+package middleware
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// SignInPath is where people without a session are sent.
+const SignInPath = "/auth/sign-in"
+
+// Public pages by path (the product's rules): these prefixes and exact paths, plus every route
+// declared with the public layout.
+var (
+	publicPrefixes = []string{"/auth", "/ai", "/blog", "/checkout", "/docs", "/templates"}
+	publicExact    = []string{"/", "/contact", "/roadmap", "/changelog"}
+)
+
+// notPages are served by their own rules: the JSON API answers 401, assets and probes are open.
+var notPages = []string{"/api", "/static", "/healthz", "/readyz"}
+
+// PageGuard makes pages private by default: a request for any page that is not public, without a
+// session, is sent to the sign-in page with a redirect back to where it was going.
+type PageGuard struct {
+	sessions *Sessions
+	declared map[string]bool
+}
+
+// NewPageGuard returns a guard that reads sessions through s.
+func NewPageGuard(s *Sessions) *PageGuard {
+	return &PageGuard{sessions: s, declared: map[string]bool{}}
+}
+
+// DeclarePublic records a route rendered with the public layout as public. Routes are declared
+// when they are registered, so the decision comes from the route, not from guessing.
+func (g *PageGuard) DeclarePublic(path string) { g.declared[normalizePagePath(path)] = true }
+
+// normalizePagePath matches paths the way the router does (case-insensitive, a trailing slash
+// ignored), so "/ACCOUNT/" gets the same decision as "/account".
+func normalizePagePath(p string) string {
+	p = strings.ToLower(p)
+	for len(p) > 1 && strings.HasSuffix(p, "/") {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+func underAny(p string, prefixes []string) bool {
+	for _, prefix := range prefixes {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// IsPublic reports whether the page at path may be seen without a session.
+func (g *PageGuard) IsPublic(path string) bool {
+	p := normalizePagePath(path)
+	if underAny(p, publicPrefixes) || g.declared[p] {
+		return true
+	}
+	for _, e := range publicExact {
+		if p == e {
+			return true
+		}
+	}
+	return false
+}
+
+// Handler sends requests for private pages without a session to the sign-in page. htmx requests
+// get 401 with HX-Redirect, so the whole page moves instead of a sign-in form being swapped into
+// a fragment.
+func (g *PageGuard) Handler() fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		p := normalizePagePath(c.Path())
+		if underAny(p, notPages) || g.IsPublic(p) {
+			return c.Next()
+		}
+		st, err := g.sessions.Resolve(c, Options{})
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			return c.Next()
+		}
+		target := SignInURL(string(c.Request().URI().RequestURI()))
+		if c.Get("HX-Request") == "true" {
+			c.Set("HX-Redirect", target)
+			return c.SendStatus(fiber.StatusUnauthorized)
+		}
+		return c.Redirect(target, fiber.StatusSeeOther)
+	}
+}
+
+// SignInURL is the sign-in page with a redirect back to next, when next is a plain relative path
+// (anything else is dropped).
+func SignInURL(next string) string {
+	if next == "" || next == "/" || !safeRelativePath(next) {
+		return SignInPath
+	}
+	return SignInPath + "?redirect=" + url.QueryEscape(next)
+}
+
+// SafeNext returns next when it is a plain relative path a page may redirect to, else "".
+func SafeNext(next string) string {
+	if safeRelativePath(next) {
+		return next
+	}
+	return ""
+}
+
+// contentSecurityPolicy allows the pages' own scripts, styles and images only: no inline
+// scripts, no eval, no framing, forms posting only to this origin.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+
+// apiSecurityPolicy is for JSON answers, which are never to be rendered or framed.
+const apiSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
+
+// SecurityHeaders sets the browser security headers: a strict Content-Security-Policy, no
+// framing, no MIME sniffing, a referrer policy (no-referrer on the e-mail link landing page, whose
+// URL carries a token), and HSTS over https. Pages are never cached.
+func SecurityHeaders(secure bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		h := &c.Response().Header
+		h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+		if secure {
+			h.Set(fiber.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
+		}
+		p := normalizePagePath(c.Path())
+		switch {
+		case underAny(p, []string{"/api"}):
+			h.Set(fiber.HeaderContentSecurityPolicy, apiSecurityPolicy)
+		case underAny(p, []string{"/static"}):
+		default:
+			policy := contentSecurityPolicy
+			if secure {
+				policy += "; upgrade-insecure-requests"
+			}
+			h.Set(fiber.HeaderContentSecurityPolicy, policy)
+			h.Set(fiber.HeaderXFrameOptions, "DENY")
+			h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+			h.Set(fiber.HeaderCacheControl, "no-store")
+			if p == "/auth/verify-email" {
+				h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+			} else {
+				h.Set(fiber.HeaderReferrerPolicy, "strict-origin-when-cross-origin")
+			}
+		}
+		return c.Next()
+	}
+}

@@ -1,0 +1,122 @@
+// The behaviour of the code-entry component, for browsers with JavaScript (the pages work
+// without it: every form posts and the server answers with a whole page).
+//
+// - The code input keeps only characters of its alphabet (data-otp-alphabet), so a pasted
+//   " 123 456 " becomes "123456", and submits itself once it holds data-otp-length of them.
+// - A resend button with data-cooldown="N" stays disabled, with a visible countdown, for N seconds.
+// - When the component reports "verified", the page decides what happens next, from
+//   data-after-verify on its root: "redirect" (sign-in, sign-up: grant the marketing opt-in if it is
+//   ticked, then go to the redirect target) or "claim" (checkout: claim the purchase).
+(function () {
+  "use strict";
+
+  function sanitize(input, text) {
+    var alphabet = input.dataset.otpAlphabet || "";
+    var length = parseInt(input.dataset.otpLength, 10) || 0;
+    var out = "";
+    for (var i = 0; i < text.length && out.length < length; i++) {
+      var ch = text.charAt(i);
+      if (alphabet.indexOf(ch) >= 0) {
+        out += ch;
+      }
+    }
+    return out;
+  }
+
+  function submitWhenFull(input) {
+    var length = parseInt(input.dataset.otpLength, 10) || 0;
+    var form = input.form;
+    if (input.value.length === length && form && !form.dataset.submitted) {
+      form.dataset.submitted = "1";
+      form.requestSubmit();
+    }
+  }
+
+  function initCodeInput(input) {
+    input.addEventListener("paste", function (e) {
+      var text = (e.clipboardData || window.clipboardData).getData("text");
+      e.preventDefault();
+      input.value = sanitize(input, text);
+      submitWhenFull(input);
+    });
+    input.addEventListener("input", function () {
+      var clean = sanitize(input, input.value);
+      if (clean !== input.value) {
+        input.value = clean;
+      }
+      submitWhenFull(input);
+    });
+  }
+
+  function initCooldown(button) {
+    var seconds = parseInt(button.dataset.cooldown, 10) || 0;
+    if (seconds <= 0) {
+      return;
+    }
+    var label = button.textContent;
+    button.disabled = true;
+    var tick = function () {
+      if (!button.isConnected) {
+        return;
+      }
+      if (seconds <= 0) {
+        button.disabled = false;
+        button.textContent = label;
+        return;
+      }
+      button.textContent = label + " (" + seconds + " s)";
+      seconds--;
+      setTimeout(tick, 1000);
+    };
+    tick();
+  }
+
+  function init(root) {
+    root.querySelectorAll("input[data-otp-length]").forEach(function (input) {
+      if (!input.dataset.ready) {
+        input.dataset.ready = "1";
+        initCodeInput(input);
+      }
+    });
+    root.querySelectorAll("button[data-cooldown]").forEach(function (button) {
+      if (!button.dataset.ready) {
+        button.dataset.ready = "1";
+        initCooldown(button);
+      }
+    });
+  }
+
+  document.addEventListener("verified", function (e) {
+    var page = document.querySelector("[data-after-verify]");
+    var detail = e.detail || {};
+    if (page && page.dataset.afterVerify === "claim" && window.htmx) {
+      window.htmx.ajax("POST", "/checkout/claim", {
+        target: "#claim-status",
+        swap: "innerHTML",
+        values: { purchase: page.dataset.purchase || "" },
+      });
+      return;
+    }
+    var go = function () {
+      window.location.assign(detail.redirect || "/");
+    };
+    var optIn = document.getElementById("marketing-opt-in");
+    if (optIn && optIn.checked) {
+      // The consent is best-effort: a failure never stops the sign-up.
+      fetch("/api/marketing-consent", { method: "POST", credentials: "same-origin" }).then(go, go);
+      return;
+    }
+    go();
+  });
+
+  document.addEventListener("htmx:load", function (e) {
+    init(e.detail.elt);
+  });
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () {
+      init(document);
+    });
+  } else {
+    init(document);
+  }
+})();

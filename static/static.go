@@ -1,0 +1,125 @@
+// Package static holds the pages' assets, embedded in the binary so `go run .` needs no Node:
+// the built Tailwind CSS, the vendored htmx and the small script of the code input. Each asset is
+// hashed and compressed once at start, linked with its hash in the query string and served with a
+// one-year immutable cache lifetime.
+package static
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"mime"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/andybalholm/brotli"
+)
+
+//go:embed *.css *.js *.svg
+var files embed.FS
+
+// Asset is one embedded file with its precompressed forms.
+type Asset struct {
+	Name        string
+	ContentType string
+	Hash        string
+	Raw         []byte
+	Gzip        []byte
+	Brotli      []byte
+}
+
+var assets = load()
+
+func load() map[string]*Asset {
+	out := map[string]*Asset{}
+	entries, err := fs.ReadDir(files, ".")
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range entries {
+		raw, err := files.ReadFile(e.Name())
+		if err != nil {
+			panic(err)
+		}
+		sum := sha256.Sum256(raw)
+		a := &Asset{
+			Name:        e.Name(),
+			ContentType: mime.TypeByExtension(path.Ext(e.Name())),
+			Hash:        hex.EncodeToString(sum[:6]),
+			Raw:         raw,
+		}
+		if a.ContentType == "" {
+			a.ContentType = "application/octet-stream"
+		}
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(raw)
+		zw.Close()
+		a.Gzip = gz.Bytes()
+		var br bytes.Buffer
+		bw := brotli.NewWriterLevel(&br, brotli.BestCompression)
+		bw.Write(raw)
+		bw.Close()
+		a.Brotli = br.Bytes()
+		out[e.Name()] = a
+	}
+	return out
+}
+
+// Get returns the asset called name, or nil.
+func Get(name string) *Asset { return assets[name] }
+
+// Names lists every asset, sorted.
+func Names() []string {
+	var names []string
+	for n := range assets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// URL is the address of the asset called name, with its content hash, so that a new build is
+// fetched at once while an unchanged file stays cached for a year. It panics for an unknown
+// name: a page linking a missing asset is a programming error, caught by any test of the page.
+func URL(name string) string {
+	a := assets[name]
+	if a == nil {
+		panic("static: no asset " + name)
+	}
+	return "/static/" + name + "?v=" + a.Hash
+}
+
+// Pick chooses the encoding for an Accept-Encoding header: the body to send and the
+// Content-Encoding to name ("" for none).
+func (a *Asset) Pick(acceptEncoding string) ([]byte, string) {
+	switch {
+	case accepts(acceptEncoding, "br"):
+		return a.Brotli, "br"
+	case accepts(acceptEncoding, "gzip"):
+		return a.Gzip, "gzip"
+	}
+	return a.Raw, ""
+}
+
+// accepts reports whether an Accept-Encoding header allows coding (a q of 0 refuses it).
+func accepts(header, coding string) bool {
+	for _, part := range strings.Split(header, ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), coding) {
+			continue
+		}
+		params = strings.TrimSpace(params)
+		if q, ok := strings.CutPrefix(params, "q="); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
+			return err == nil && v > 0
+		}
+		return true
+	}
+	return false
+}

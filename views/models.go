@@ -1,0 +1,170 @@
+// Package views holds the templ components of the pages: the layouts, the code-entry component
+// shared by sign-in, sign-up and checkout, and one component per page, each fed a view model.
+package views
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"codeauth/auth"
+)
+
+// Page is what every layout needs.
+type Page struct {
+	Title    string
+	SiteName string
+	// User is the signed-in person, or nil.
+	User *User
+}
+
+// User is the signed-in person as pages show them.
+type User struct {
+	Email string
+	Name  string
+}
+
+// Mode is what the code-entry component is used for; the verify endpoint is the same for all.
+type Mode string
+
+// The uses of the code-entry component.
+const (
+	ModeSignIn   Mode = "sign-in"
+	ModeSignUp   Mode = "sign-up"
+	ModeCheckout Mode = "checkout"
+)
+
+// ParseMode reads a mode sent back by a form, defaulting to sign-in.
+func ParseMode(s string) Mode {
+	switch Mode(s) {
+	case ModeSignUp, ModeCheckout:
+		return Mode(s)
+	}
+	return ModeSignIn
+}
+
+// Step is where the code-entry component is.
+type Step int
+
+// The steps of the code-entry component.
+const (
+	StepEmail Step = iota
+	StepCode
+	StepVerified
+)
+
+// Entry is the state of the code-entry component.
+type Entry struct {
+	Mode     Mode
+	Step     Step
+	Email    string
+	Redirect string
+	Purchase string
+	Error    string
+	// Cooldown is how many seconds the resend button stays disabled.
+	Cooldown int
+}
+
+// ResendCooldown is the wait, in seconds, before the page offers to send another code. It is
+// the client's side only: the server's limits are in auth.
+const ResendCooldown = 30
+
+// OTPLength is the code length for the input's maxlength and the script (auth.OTPLength).
+func OTPLength() string { return strconv.Itoa(auth.OTPLength) }
+
+// OTPAlphabet is the characters a code may contain, for the script (auth.OTPAlphabet).
+func OTPAlphabet() string { return auth.OTPAlphabet }
+
+// OTPInputMode is the input's inputmode, "numeric" for digit codes.
+func OTPInputMode() string { return auth.OTPInputMode() }
+
+// OTPPattern is the input's pattern attribute: exactly OTPLength characters of OTPAlphabet. Browsers
+// compile patterns in the regular expression v mode, where punctuation in a class is escaped.
+func OTPPattern() string {
+	var class strings.Builder
+	if auth.OTPAlphabet == "0123456789" {
+		class.WriteString("0-9")
+	} else {
+		for _, r := range auth.OTPAlphabet {
+			if strings.ContainsRune(`()[]{}/\|-&!#%,:;<=>@`+"`"+`~^$.*+?`, r) {
+				class.WriteByte('\\')
+			}
+			class.WriteRune(r)
+		}
+	}
+	return "[" + class.String() + "]{" + strconv.Itoa(auth.OTPLength) + "}"
+}
+
+// Account is the account page.
+type Account struct {
+	Email          string
+	Name           string
+	MarketingOptIn bool
+	// NameError and NameSaved report the last name change.
+	NameError string
+	NameSaved bool
+}
+
+// Checkout is the checkout success page: the purchase and the code-entry component that claims it.
+type Checkout struct {
+	Found       bool
+	PurchaseID  string
+	Product     string
+	PurchasedAt time.Time
+	// Claimed reports that the purchase belongs to the signed-in person.
+	Claimed bool
+	// ClaimError explains a claim that was refused.
+	ClaimError string
+	Entry      Entry
+}
+
+// DateText formats a time for people.
+func DateText(t time.Time) string { return t.UTC().Format("2 January 2006") }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// restartURL goes back to step one of the component, keeping its context.
+func restartURL(e Entry) string {
+	q := url.Values{}
+	if e.Redirect != "" {
+		q.Set("redirect", e.Redirect)
+	}
+	base := "/auth/sign-in"
+	switch e.Mode {
+	case ModeSignUp:
+		base = "/auth/sign-up"
+	case ModeCheckout:
+		base = "/checkout/success"
+		q.Set("purchase", e.Purchase)
+	}
+	if len(q) == 0 {
+		return base
+	}
+	return base + "?" + q.Encode()
+}
+
+// continueURL is where a signed-in person goes next: the checked redirect target, or home.
+func continueURL(e Entry) string {
+	if e.Redirect != "" {
+		return e.Redirect
+	}
+	return "/"
+}
+
+// otherModeURL links sign-in and sign-up to each other, keeping the redirect target.
+func otherModeURL(e Entry) string {
+	other := Entry{Mode: ModeSignUp, Redirect: e.Redirect}
+	if e.Mode == ModeSignUp {
+		other.Mode = ModeSignIn
+	}
+	return restartURL(other)
+}
+
+// codeUnit is what a code is made of, in words: digits, or characters.
+func codeUnit() string {
+	if auth.OTPInputMode() == "numeric" {
+		return "digit"
+	}
+	return "character"
+}
