@@ -293,4 +293,3 @@ func (tab *Tab) screenshot(name string) {
 	}
 	tab.do(chromedp.EmulateViewport(1280, 900))
 }
-
