@@ -182,7 +182,7 @@ func eval[T any](tab *Tab, js string) T {
 // waitFor polls a JavaScript condition until it is true, across page navigations.
 func (tab *Tab) waitFor(js string) {
 	tab.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
 		ok, err := chromedp.Run(tab.ctx, chromedp.Evaluate[bool](js))

@@ -6,6 +6,8 @@ import (
 
 	"codeauth/internal/apptest"
 	"codeauth/models"
+
+	"github.com/chromedp/chromedp"
 )
 
 // signInFlow types an address on the page's first step and returns the code that was mailed.
@@ -173,5 +175,21 @@ func TestBrowser_JavaScriptOff(t *testing.T) {
 	env.DB.Joins("JOIN users ON users.id = user_data.user_id").Where("users.email = ?", "frank@example.com").Take(&ud)
 	if !ud.MarketingOptIn {
 		t.Fatal("the opt-in was lost without JavaScript")
+	}
+}
+
+// The keyboard alone is enough: the address field has the focus, Enter sends the code, the code
+// field then has the focus, and typing the digits signs in.
+func TestBrowser_KeyboardOnly(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.open("/auth/sign-in")
+	tab.waitFor(`document.activeElement && document.activeElement.id === 'email'`)
+	tab.do(chromedp.KeyEvent("heidi@example.com\r"))
+	tab.waitFor(`document.activeElement && document.activeElement.id === 'otp'`)
+	tab.do(chromedp.KeyEvent(env.Mailer.LastCode("heidi@example.com")))
+	tab.waitPath("/")
+	if tab.sessionCookie() == "" {
+		t.Fatal("not signed in")
 	}
 }
