@@ -77,7 +77,7 @@ func run(args []string) int {
 		log.Info("schema is up to date")
 		return 0
 	}
-	mailer, err := mail.New(cfg.EmailProviderAPIKey, os.Stdout)
+	mailer, err := mail.New(mail.ProviderConfig{APIKey: cfg.EmailProviderAPIKey, From: cfg.EmailFrom, BaseURL: cfg.EmailProviderURL}, os.Stdout)
 	if err != nil {
 		log.Error("no mailer", "error", err)
 		return 1
@@ -89,6 +89,9 @@ func run(args []string) int {
 		SessionMaxAge:          cfg.SessionMaxAge,
 		MaxFailedVerifications: cfg.MaxFailedVerifications,
 		SiteName:               cfg.SiteName,
+		SiteURL:                cfg.BaseURL,
+		EmailChangeLinks:       cfg.EmailChangeLinks,
+		DeletionGrace:          cfg.DeletionGrace,
 		Logger:                 log,
 	})
 	if err != nil {
@@ -179,6 +182,18 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 		Logger:         log,
 	})
 	go svc.RunNightly(ctx, svc.NightlyJobs())
+	// The outbox worker outlives the listener a little: it stops after the in-flight requests,
+	// finishing the message it is sending.
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan struct{})
+	go func() {
+		defer close(workerDone)
+		svc.Outbox().Run(workerCtx)
+	}()
+	defer func() {
+		stopWorker()
+		<-workerDone
+	}()
 
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(cfg.Port))
 	if err != nil {

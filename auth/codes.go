@@ -29,29 +29,30 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	if err := s.throttleSend(ctx, email); err != nil {
 		return err
 	}
-	code, id, err := s.issueCode(ctx, PurposeSignIn, email, email)
+	// The code and its e-mail are written in one transaction; the outbox delivers the e-mail
+	// after the commit, so the answer never waits on (or reveals anything through) the provider.
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		code, v, err := s.issueCode(tx, PurposeSignIn, email, email)
+		if err != nil {
+			return err
+		}
+		m, err := s.compose.SignInCode(email, code)
+		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "sign-in-code:" + email})
+	})
 	if err != nil {
 		return err
 	}
-	if err := s.mailer.Send(ctx, mail.SignInCode(s.siteName, email, code)); err != nil {
-		s.log.ErrorContext(ctx, "sending a sign-in code failed", "kind", mail.KindSignInCode, "error", err)
-		// A code nobody received must not stay live. Only this one: a parallel request may
-		// already have replaced it with a code that did go out.
-		if derr := s.db.WithContext(ctx).Where("id = ?", id).Delete(&models.Verification{}).Error; derr != nil {
-			s.log.ErrorContext(ctx, "deleting an undelivered code failed", "error", derr)
-		}
-		return fmt.Errorf("%w: %v", ErrDelivery, err)
-	}
+	s.outbox.Kick()
 	return nil
 }
 
-// issueCode stores a new code for purpose and subject, replacing any live one in a single upsert
-// (the row gets a new id, so work in flight against the old code cannot touch the new one), and
-// returns the code and that id.
-func (s *Service) issueCode(ctx context.Context, purpose, subject, email string) (code, id string, err error) {
-	code, err = generateCode()
+// issueCode stores a new code for purpose and subject inside tx, replacing any live one in a
+// single upsert (the row gets a new id, so work in flight against the old code cannot touch the
+// new one), and returns the code and the stored row.
+func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string, models.Verification, error) {
+	code, err := generateCode()
 	if err != nil {
-		return "", "", err
+		return "", models.Verification{}, err
 	}
 	now := s.now()
 	v := models.Verification{
@@ -64,15 +65,15 @@ func (s *Service) issueCode(ctx context.Context, purpose, subject, email string)
 		ExpiresAt: now.Add(OTPLifetime),
 		CreatedAt: now,
 	}
-	err = s.db.WithContext(ctx).Clauses(clause.OnConflict{
+	err = tx.Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "purpose"}, {Name: "subject"}},
 		DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "exhausted", "expires_at", "created_at"}),
 	}).Create(&v).Error
 	if err != nil {
-		return "", "", fmt.Errorf("auth: storing a code: %w", err)
+		return "", models.Verification{}, fmt.Errorf("auth: storing a code: %w", err)
 	}
 	s.stats.codesIssued.Add(1)
-	return code, v.ID, nil
+	return code, v, nil
 }
 
 // checkCode spends one attempt of the live code for purpose and subject and compares it with

@@ -18,8 +18,6 @@ var (
 	ErrOTPExpired = errors.New("auth: otp expired")
 	// ErrTooManyAttempts means the code has used up its attempts and is now dead.
 	ErrTooManyAttempts = errors.New("auth: too many attempts")
-	// ErrDelivery means the e-mail could not be handed to the mailer; nothing was sent.
-	ErrDelivery = errors.New("auth: e-mail delivery failed")
 	// ErrUserNotFound means the signed-in user's account no longer exists.
 	ErrUserNotFound = errors.New("auth: user not found")
 )

@@ -22,10 +22,17 @@ type PruneResult struct {
 	Throttles     int64
 	Verifications int64
 	Sessions      int64
+	// Outbox counts e-mails delivered or given up more than OutboxRetention ago.
+	Outbox int64
 }
 
-// PruneExpired deletes throttle counters whose window has passed, codes past their expiry and
-// sessions past their idle or absolute expiry. Live rows are never touched.
+// OutboxRetention is how long the delivery record of an e-mail is kept; its content is dropped
+// as soon as it is delivered.
+const OutboxRetention = 30 * 24 * time.Hour
+
+// PruneExpired deletes throttle counters whose window has passed, codes past their expiry,
+// sessions past their idle or absolute expiry, and old delivery records. Live rows are never
+// touched.
 func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	now := s.now()
 	var r PruneResult
@@ -48,6 +55,9 @@ func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	if err != nil {
 		return PruneResult{}, fmt.Errorf("auth: pruning: %w", err)
 	}
+	if r.Outbox, err = s.outbox.PruneDelivered(ctx, now.Add(-OutboxRetention)); err != nil {
+		return r, fmt.Errorf("auth: pruning the outbox: %w", err)
+	}
 	return r, nil
 }
 
@@ -57,16 +67,26 @@ type Job struct {
 	Run  func(context.Context) error
 }
 
-// NightlyJobs are the tasks the server runs every night.
+// NightlyJobs are the tasks the server runs every night, on one schedule and under the same
+// kind of lock.
 func (s *Service) NightlyJobs() []Job {
-	return []Job{{Name: JobPruneThrottle, Run: func(ctx context.Context) error {
-		r, err := s.PruneExpired(ctx)
-		if err == nil {
-			s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle,
-				"throttles", r.Throttles, "codes", r.Verifications, "sessions", r.Sessions)
-		}
-		return err
-	}}}
+	return []Job{
+		{Name: JobPruneThrottle, Run: func(ctx context.Context) error {
+			r, err := s.PruneExpired(ctx)
+			if err == nil {
+				s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle,
+					"throttles", r.Throttles, "codes", r.Verifications, "sessions", r.Sessions, "e-mails", r.Outbox)
+			}
+			return err
+		}},
+		{Name: JobPurgeAccounts, Run: func(ctx context.Context) error {
+			n, err := s.PurgeDeletedAccounts(ctx)
+			if err == nil {
+				s.log.InfoContext(ctx, "purged deleted accounts", "job", JobPurgeAccounts, "accounts", n)
+			}
+			return err
+		}},
+	}
 }
 
 // RunExclusive runs job unless it is already running. On PostgreSQL a session advisory lock

@@ -2,7 +2,9 @@ package auth
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,12 @@ type Options struct {
 	MaxFailedVerifications int
 	// SiteName names the service in e-mails.
 	SiteName string
+	// SiteURL is the public origin (AUTH_URL), for links in e-mails.
+	SiteURL string
+	// EmailChangeLinks enables the link-based e-mail change (the web flow).
+	EmailChangeLinks bool
+	// DeletionGrace is how long a deleted account can still be restored by signing in.
+	DeletionGrace time.Duration
 	// Now is the clock; nil means time.Now. Tests pass a clock they can move.
 	Now func() time.Time
 	// Logger receives operational events. It is never given codes or tokens.
@@ -36,7 +44,10 @@ type Options struct {
 // Service implements sign-in by e-mail code and the sessions that follow it.
 type Service struct {
 	db            *gorm.DB
-	mailer        mail.Mailer
+	outbox        *mail.Outbox
+	compose       mail.Composer
+	changeLinks   bool
+	deletionGrace time.Duration
 	keys          *keys
 	sessionMaxAge time.Duration
 	maxFailures   int
@@ -65,7 +76,8 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{
 		db:            opts.DB,
-		mailer:        opts.Mailer,
+		changeLinks:   opts.EmailChangeLinks,
+		deletionGrace: opts.DeletionGrace,
 		keys:          k,
 		sessionMaxAge: opts.SessionMaxAge,
 		maxFailures:   opts.MaxFailedVerifications,
@@ -89,7 +101,27 @@ func New(opts Options) (*Service, error) {
 	if s.siteName == "" {
 		s.siteName = "codeauth"
 	}
+	if s.deletionGrace <= 0 {
+		s.deletionGrace = DefaultDeletionGrace
+	}
+	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
+	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, deriveKey(opts.Secret, "outbox"), s.now, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.outbox = outbox
 	return s, nil
+}
+
+// Outbox is the service's queue of outgoing e-mail; the server runs its worker.
+func (s *Service) Outbox() *mail.Outbox { return s.outbox }
+
+// queue composes an e-mail and writes it to the outbox inside tx.
+func (s *Service) queue(tx *gorm.DB, m mail.Message, err error, opts mail.EnqueueOptions) error {
+	if err != nil {
+		return fmt.Errorf("auth: composing %s: %w", m.Kind, err)
+	}
+	return s.outbox.Enqueue(tx, m, opts)
 }
 
 // now is the service's single idea of the current time: UTC, at the microsecond precision both

@@ -204,8 +204,7 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 		return fmt.Errorf("auth: deleting a session: %w", err)
 	}
 	// Cookie caches issued by this instance stop answering for it at once.
-	now := s.now()
-	s.revoked.add(sess.ID, now, now.Add(CookieCacheTTL))
+	s.revokeLocally([]string{sess.ID})
 	return nil
 }
 

@@ -35,7 +35,8 @@ type SignInResult struct {
 //
 // Consuming the code, creating the account with its UserData and linking earlier purchases, and
 // creating the session happen in one transaction; if it fails, the code stays usable. The welcome
-// e-mail goes out after the commit, and a failed send does not undo the sign-up.
+// e-mail is queued in that transaction and delivered after the commit; a failed delivery does not
+// undo the sign-up.
 func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, error) {
 	email, err := NormalizeEmail(in.Email)
 	if err != nil {
@@ -75,6 +76,14 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		if err != nil {
 			return err
 		}
+		if created {
+			// The welcome e-mail is queued with the account and delivered after the commit; a
+			// failed delivery never undoes the sign-up.
+			m, err := s.compose.Welcome(user.Email)
+			if err := s.queue(tx, m, err, mail.EnqueueOptions{}); err != nil {
+				return err
+			}
+		}
 		res = SignInResult{SessionState: SessionState{Session: sess, User: user, Token: token}, Created: created}
 		return nil
 	})
@@ -86,9 +95,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if res.Created {
 		s.stats.signUps.Add(1)
 		s.log.InfoContext(ctx, "account created", "user_id", res.User.ID)
-		if err := s.mailer.Send(ctx, mail.Welcome(s.siteName, res.User.Email)); err != nil {
-			s.log.WarnContext(ctx, "sending the welcome e-mail failed", "user_id", res.User.ID, "error", err)
-		}
+		s.outbox.Kick()
 	}
 	return &res, nil
 }
@@ -96,7 +103,8 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 // findOrCreateUser returns the account for email, creating it with its sign-up effects when
 // there is none. The insert is ON CONFLICT DO NOTHING on the unique e-mail, so of two parallel
 // first verifications exactly one creates the account and runs the effects; the other signs in.
-// A soft-deleted account inside its grace period is restored by signing in.
+// A soft-deleted account inside its grace period is restored by signing in; past it, it is
+// purged and a new account is made.
 func (s *Service) findOrCreateUser(tx *gorm.DB, email, name string) (models.User, bool, error) {
 	now := s.now()
 	user := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
@@ -114,6 +122,14 @@ func (s *Service) findOrCreateUser(tx *gorm.DB, email, name string) (models.User
 	var existing models.User
 	if err := tx.Unscoped().Where("email = ?", email).Take(&existing).Error; err != nil {
 		return models.User{}, false, fmt.Errorf("auth: reading a user: %w", err)
+	}
+	if existing.DeletedAt.Valid && !now.Before(existing.DeletedAt.Time.Add(s.deletionGrace)) {
+		// Past its grace period the account is gone, whether or not the nightly purge has run:
+		// purge it now and sign up afresh.
+		if err := purgeUsers(tx, []models.User{existing}); err != nil {
+			return models.User{}, false, err
+		}
+		return s.findOrCreateUser(tx, email, name)
 	}
 	changes := map[string]any{}
 	if existing.DeletedAt.Valid {

@@ -46,6 +46,14 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// EmailProviderAPIKey selects provider delivery when set (EMAIL_PROVIDER_API_KEY).
 	EmailProviderAPIKey string
+	// EmailFrom is the sender of provider e-mail (EMAIL_FROM).
+	EmailFrom string
+	// EmailProviderURL replaces the provider's API address (EMAIL_PROVIDER_URL).
+	EmailProviderURL string
+	// EmailChangeLinks enables the link-based e-mail change of the web (AUTH_EMAIL_CHANGE_LINK).
+	EmailChangeLinks bool
+	// DeletionGrace is how long a deleted account can be restored (AUTH_DELETION_GRACE).
+	DeletionGrace time.Duration
 	// DatabaseURL is a postgres:// URL, or empty for the embedded SQLite database (DATABASE_URL).
 	DatabaseURL string
 	// DataDir holds the embedded database and the generated local secret (DATA_DIR).
@@ -98,6 +106,8 @@ func Load(lookup LookupFunc) (Config, error) {
 		CookiePrefix:           "auth",
 		SiteName:               "codeauth",
 		MaxFailedVerifications: 25,
+		EmailChangeLinks:       true,
+		DeletionGrace:          30 * 24 * time.Hour,
 		RateLimitStore:         "memory",
 		SessionMaxAge:          DefaultSessionMaxAge,
 		LogLevel:               slog.LevelInfo,
@@ -147,6 +157,35 @@ func Load(lookup LookupFunc) (Config, error) {
 	}
 
 	cfg.EmailProviderAPIKey = get("EMAIL_PROVIDER_API_KEY")
+	cfg.EmailFrom = get("EMAIL_FROM")
+	if cfg.EmailProviderAPIKey != "" && cfg.EmailFrom == "" {
+		bad("EMAIL_FROM", "required with EMAIL_PROVIDER_API_KEY, e.g. \"Acme <auth@acme.example>\"")
+	}
+	if strings.ContainsAny(cfg.EmailFrom, "\r\n") {
+		bad("EMAIL_FROM", "must be one line")
+	}
+	if v := get("EMAIL_PROVIDER_URL"); v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("EMAIL_PROVIDER_URL", "%q is not an http(s) URL", v)
+		} else {
+			cfg.EmailProviderURL = v
+		}
+	}
+	switch v := strings.ToLower(get("AUTH_EMAIL_CHANGE_LINK")); v {
+	case "", "true", "1", "yes", "on":
+	case "false", "0", "no", "off":
+		cfg.EmailChangeLinks = false
+	default:
+		bad("AUTH_EMAIL_CHANGE_LINK", "%q must be true or false", v)
+	}
+	if v := get("AUTH_DELETION_GRACE"); v != "" {
+		d, err := parseDuration(v)
+		if err != nil || d < time.Hour {
+			bad("AUTH_DELETION_GRACE", "%q must be a number of seconds or a Go duration of at least an hour", v)
+		} else {
+			cfg.DeletionGrace = d
+		}
+	}
 
 	if v := get("DATABASE_URL"); v != "" {
 		u, err := url.Parse(v)

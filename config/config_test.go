@@ -52,6 +52,10 @@ func TestLoad_Values(t *testing.T) {
 		"AUTH_COOKIE_PREFIX":     "myapp",
 		"AUTH_SESSION_MAX_AGE":   "2592000",
 		"EMAIL_PROVIDER_API_KEY": "re_123",
+		"EMAIL_FROM":             "Acme <auth@acme.example>",
+		"EMAIL_PROVIDER_URL":     "http://127.0.0.1:9999",
+		"AUTH_EMAIL_CHANGE_LINK": "false",
+		"AUTH_DELETION_GRACE":    "168h",
 		"LOG_LEVEL":              "debug",
 		"LOG_FORMAT":             "JSON",
 	}))
@@ -59,7 +63,8 @@ func TestLoad_Values(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Port != 8080 || cfg.BaseURL != "https://auth.example.com" || !cfg.Secure || !cfg.UsesPostgres() ||
-		cfg.CookiePrefix != "myapp" || cfg.SessionMaxAge != 30*24*time.Hour || cfg.LogFormat != "json" || cfg.EmailProviderAPIKey != "re_123" {
+		cfg.CookiePrefix != "myapp" || cfg.SessionMaxAge != 30*24*time.Hour || cfg.LogFormat != "json" || cfg.EmailProviderAPIKey != "re_123" ||
+		cfg.EmailFrom != "Acme <auth@acme.example>" || cfg.EmailProviderURL != "http://127.0.0.1:9999" || cfg.EmailChangeLinks || cfg.DeletionGrace != 7*24*time.Hour {
 		t.Fatalf("cfg: %+v", cfg)
 	}
 	if got := strings.Join(cfg.TrustedOrigins, " "); got != "https://app.example.com capacitor://localhost myapp://" {
@@ -81,16 +86,20 @@ func TestLoad_Values(t *testing.T) {
 // (catalogue P125).
 func TestLoad_ErrorsNameTheVariable(t *testing.T) {
 	cases := map[string]map[string]string{
-		"PORT":                 {"PORT": "http"},
-		"AUTH_URL":             {"AUTH_URL": "auth.example.com"},
-		"AUTH_SECRET":          {"AUTH_URL": "https://auth.example.com"},
-		"AUTH_TRUSTED_ORIGINS": {"AUTH_TRUSTED_ORIGINS": "*"},
-		"AUTH_TRUSTED_PROXIES": {"AUTH_TRUSTED_PROXIES": "10.0.0.0/33"},
-		"DATABASE_URL":         {"DATABASE_URL": "mysql://x"},
-		"AUTH_COOKIE_PREFIX":   {"AUTH_COOKIE_PREFIX": "a b"},
-		"AUTH_SESSION_MAX_AGE": {"AUTH_SESSION_MAX_AGE": "-5"},
-		"LOG_LEVEL":            {"LOG_LEVEL": "loud"},
-		"SITE_NAME":            {"SITE_NAME": "a\nb"},
+		"PORT":                   {"PORT": "http"},
+		"AUTH_URL":               {"AUTH_URL": "auth.example.com"},
+		"AUTH_SECRET":            {"AUTH_URL": "https://auth.example.com"},
+		"AUTH_TRUSTED_ORIGINS":   {"AUTH_TRUSTED_ORIGINS": "*"},
+		"AUTH_TRUSTED_PROXIES":   {"AUTH_TRUSTED_PROXIES": "10.0.0.0/33"},
+		"DATABASE_URL":           {"DATABASE_URL": "mysql://x"},
+		"AUTH_COOKIE_PREFIX":     {"AUTH_COOKIE_PREFIX": "a b"},
+		"AUTH_SESSION_MAX_AGE":   {"AUTH_SESSION_MAX_AGE": "-5"},
+		"LOG_LEVEL":              {"LOG_LEVEL": "loud"},
+		"SITE_NAME":              {"SITE_NAME": "a\nb"},
+		"EMAIL_FROM":             {"EMAIL_PROVIDER_API_KEY": "re_1"},
+		"EMAIL_PROVIDER_URL":     {"EMAIL_PROVIDER_URL": "ftp://x"},
+		"AUTH_EMAIL_CHANGE_LINK": {"AUTH_EMAIL_CHANGE_LINK": "maybe"},
+		"AUTH_DELETION_GRACE":    {"AUTH_DELETION_GRACE": "5m"},
 	}
 	for name, vars := range cases {
 		vars["DATA_DIR"] = t.TempDir()

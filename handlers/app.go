@@ -115,9 +115,15 @@ func NewApp(d Deps) *fiber.App {
 	authGroup.Post("/sign-out", api.signOut)
 	authGroup.Post("/update-user", sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized), api.updateUser)
 	authGroup.Get("/ok", api.ok)
+	fromDB := sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized)
+	authGroup.Post("/email-otp/request-email-change", limiter.Limit(middleware.RuleSendCode), fromDB, api.requestEmailChange)
+	authGroup.Post("/email-otp/change-email", limiter.Limit(middleware.RuleSignIn), fromDB, api.changeEmailWithCode)
+	authGroup.Post("/change-email", limiter.Limit(middleware.RuleSendCode), fromDB, api.changeEmail)
+	authGroup.Get("/verify-email", limiter.Limit(middleware.RuleSignIn), api.verifyEmail)
 
 	apiGroup.Get("/me", sessions.Require(middleware.Options{}, errUnauthorized), own.me)
-	apiGroup.Post("/marketing-consent", sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized), own.marketingConsent)
+	apiGroup.Post("/marketing-consent", fromDB, own.marketingConsent)
+	apiGroup.Post("/account/delete", fromDB, func(c *fiber.Ctx) error { return own.deleteAccount(c, sessions) })
 
 	// Pages. HTML is compressed (the API's small JSON answers are not worth it); every page is
 	// private unless public by path or by being declared with the public layout below.
@@ -141,9 +147,16 @@ func NewApp(d Deps) *fiber.App {
 	public(fiber.MethodPost, "/auth/sign-out", formLimit, pages.signOut)
 	public(fiber.MethodGet, "/checkout/success", pages.checkout)
 	public(fiber.MethodPost, "/checkout/claim", formLimit, pages.claim)
+	public(fiber.MethodGet, "/auth/verify-email", pages.verifyEmailPage)
+	public(fiber.MethodPost, "/auth/verify-email", formLimit, limiter.Limit(middleware.RuleSignIn), pages.confirmEmailChange)
+	public(fiber.MethodGet, "/auth/restore-email", pages.restoreEmailPage)
+	public(fiber.MethodPost, "/auth/restore-email", formLimit, limiter.Limit(middleware.RuleSignIn), pages.restoreEmail)
+	public(fiber.MethodGet, "/auth/account-deleted", pages.accountDeleted)
 	app.Get("/account", pages.account)
 	app.Post("/account/name", formLimit, pages.updateName)
 	app.Post("/account/consent", formLimit, pages.grantConsent)
+	app.Post("/account/email", formLimit, limiter.Limit(middleware.RuleSendCode), pages.requestEmailChange)
+	app.Post("/account/delete", formLimit, pages.deleteAccount)
 
 	// Unmatched paths fall through to Fiber's own 404 (or 405 when another method matches),
 	// which ErrorHandler answers in JSON under /api and as a page elsewhere.

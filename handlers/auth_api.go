@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"net/url"
+	"strings"
+
 	"codeauth/auth"
 	"codeauth/middleware"
 
@@ -134,4 +137,106 @@ func (h *authAPI) updateUser(c *fiber.Ctx) error {
 // ok is GET /ok, better-auth's liveness probe.
 func (h *authAPI) ok(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"ok": true})
+}
+
+// requestEmailChange is POST /email-otp/request-email-change {newEmail}: a code goes to the new
+// address (the app flow). An address that belongs to another account gets nothing, and the same
+// answer.
+func (h *authAPI) requestEmailChange(c *fiber.Ctx) error {
+	b, err := h.body.read(c)
+	if err != nil {
+		return err
+	}
+	newEmail := b.str("newEmail", true)
+	if err := b.err(); err != nil {
+		return err
+	}
+	if err := h.auth.RequestEmailChangeCode(c.UserContext(), middleware.Current(c).User, newEmail); err != nil {
+		return err
+	}
+	return c.JSON(successResponse{Success: true})
+}
+
+// changeEmailWithCode is POST /email-otp/change-email {newEmail, otp}: the code makes the new
+// address the account's. Other sessions end; this one stays and its cookie and set-auth-token are
+// sent again.
+func (h *authAPI) changeEmailWithCode(c *fiber.Ctx) error {
+	b, err := h.body.read(c)
+	if err != nil {
+		return err
+	}
+	newEmail := b.str("newEmail", true)
+	otp := b.str("otp", true)
+	if err := b.err(); err != nil {
+		return err
+	}
+	st := middleware.Current(c)
+	user, err := h.auth.ChangeEmailWithCode(c.UserContext(), st, newEmail, otp)
+	if err != nil {
+		return err
+	}
+	updated := *st
+	updated.User = user
+	h.sessions.Issue(c, &updated, h.sessions.CookieSent(c))
+	return c.JSON(successResponse{Success: true})
+}
+
+// changeEmail is POST /change-email {newEmail, callbackURL?}: a confirmation link goes to the new
+// address (the web flow). callbackURL was checked by the origin middleware.
+func (h *authAPI) changeEmail(c *fiber.Ctx) error {
+	b, err := h.body.read(c)
+	if err != nil {
+		return err
+	}
+	newEmail := b.str("newEmail", true)
+	callback := b.str("callbackURL", false)
+	if err := b.err(); err != nil {
+		return err
+	}
+	if err := h.auth.RequestEmailChangeLink(c.UserContext(), middleware.Current(c).User, newEmail, callback); err != nil {
+		return err
+	}
+	return c.JSON(statusResponse{Status: true})
+}
+
+// verifyEmail is GET /verify-email?token=…&callbackURL=…, for API users who handle the link
+// themselves (the e-mail's link opens the confirmation page, which changes nothing on GET). It
+// applies the change; with a callbackURL it redirects there (adding ?error=CODE on failure),
+// otherwise it answers {"status":true,"user":…} or 401.
+func (h *authAPI) verifyEmail(c *fiber.Ctx) error {
+	callback := c.Query("callbackURL")
+	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
+	if err != nil {
+		return err
+	}
+	sessionUser, sessionID := "", ""
+	if st != nil {
+		sessionUser, sessionID = st.User.ID, st.Session.ID
+	}
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.Query("token"), sessionUser, sessionID)
+	if err != nil {
+		answer, known := toAPIError(err)
+		if callback == "" || !known {
+			return err
+		}
+		return c.Redirect(withQuery(callback, "error", answer.Code), fiber.StatusFound)
+	}
+	if st != nil {
+		updated := *st
+		updated.User = user
+		h.sessions.Issue(c, &updated, h.sessions.CookieSent(c))
+	}
+	if callback != "" {
+		return c.Redirect(callback, fiber.StatusFound)
+	}
+	return c.JSON(fiber.Map{"status": true, "user": toUserJSON(user)})
+}
+
+// withQuery adds one query parameter to a (checked) redirect target.
+func withQuery(target, key, value string) string {
+	sep := "?"
+	if strings.Contains(target, "?") {
+		sep = "&"
+	}
+	return target + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
 }

@@ -43,16 +43,19 @@ var (
 	errContentTypeRequired  = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
 	errContentEncoding      = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Encoding is not supported: send the body uncompressed")
 	errInternal             = newAPIError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
-	errServiceUnavailable   = newAPIError(fiber.StatusServiceUnavailable, "EMAIL_DELIVERY_FAILED", "The e-mail could not be sent. Please try again.")
 	errUnknownUser          = errUnauthorized
 	domainErrors            = map[error]*apiError{
-		auth.ErrInvalidEmail:    newAPIError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
-		auth.ErrInvalidOTP:      newAPIError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
-		auth.ErrOTPExpired:      newAPIError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
-		auth.ErrTooManyAttempts: newAPIError(fiber.StatusForbidden, "TOO_MANY_ATTEMPTS", "Too many attempts"),
-		auth.ErrDelivery:        errServiceUnavailable,
-		auth.ErrUserNotFound:    errUnknownUser,
-		auth.ErrRateLimited:     newAPIError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
+		auth.ErrInvalidEmail:        newAPIError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
+		auth.ErrInvalidOTP:          newAPIError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
+		auth.ErrOTPExpired:          newAPIError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
+		auth.ErrTooManyAttempts:     newAPIError(fiber.StatusForbidden, "TOO_MANY_ATTEMPTS", "Too many attempts"),
+		auth.ErrEmailSame:           newAPIError(fiber.StatusBadRequest, "EMAIL_IS_THE_SAME", "Email is the same"),
+		auth.ErrChangeLinksDisabled: newAPIError(fiber.StatusBadRequest, "VERIFICATION_EMAIL_NOT_ENABLED", "Verification email isn't enabled"),
+		auth.ErrInvalidToken:        newAPIError(fiber.StatusUnauthorized, "INVALID_TOKEN", "Invalid token"),
+		auth.ErrTokenExpired:        newAPIError(fiber.StatusUnauthorized, "TOKEN_EXPIRED", "Token expired"),
+		auth.ErrEmailTaken:          newAPIError(fiber.StatusBadRequest, "EMAIL_ALREADY_IN_USE", "Email already in use"),
+		auth.ErrUserNotFound:        errUnknownUser,
+		auth.ErrRateLimited:         newAPIError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
 	}
 	// fiberErrors are the router's and the HTTP server's own failures.
 	fiberErrors = map[int]*apiError{

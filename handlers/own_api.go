@@ -76,3 +76,17 @@ func (h *healthAPI) readyz(c *fiber.Ctx) error {
 	}
 	return c.JSON(fiber.Map{"status": "ready"})
 }
+
+// deleteAccount is POST /api/account/delete: the account is deleted with a grace period, every
+// session ends, and signing in before the answer's deleteAt restores it.
+func (h *ownAPI) deleteAccount(c *fiber.Ctx, sessions *middleware.Sessions) error {
+	if _, err := (bodyReader{origins: h.origins}).read(c); err != nil {
+		return err
+	}
+	at, err := h.auth.DeleteAccount(c.UserContext(), middleware.Current(c).User.ID)
+	if err != nil {
+		return err
+	}
+	sessions.Clear(c)
+	return c.JSON(fiber.Map{"success": true, "deleteAt": isoTime(at)})
+}

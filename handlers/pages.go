@@ -151,12 +151,6 @@ func (h *pagesHandler) sendCode(c *fiber.Ctx) error {
 			e.Step = views.StepCode
 		}
 		return h.renderEntry(c, fiber.StatusTooManyRequests, e)
-	case errors.Is(err, auth.ErrDelivery):
-		e.Error = "We could not send the e-mail just now. Please try again in a moment."
-		if resend {
-			e.Step = views.StepCode
-		}
-		return h.renderEntry(c, fiber.StatusServiceUnavailable, e)
 	}
 	return err
 }

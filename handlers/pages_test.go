@@ -73,14 +73,16 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 		}
 		public[route.Method+" "+p] = true
 	}
-	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success"} {
+	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success",
+		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted"} {
 		if !public[want] {
 			t.Fatalf("%s is not public", want)
 		}
 		delete(public, want)
 	}
 	// The public form posts answer for themselves (a wrong body, a missing session).
-	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim"} {
+	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim",
+		"POST /auth/verify-email", "POST /auth/restore-email"} {
 		delete(public, allowed)
 	}
 	if len(public) != 0 {

@@ -1,73 +1,87 @@
-// Package mail sends the service's e-mail. Everything goes through the small Mailer interface;
-// the console mailer is used when no provider is configured, so local and mobile sign-in work
-// on a fresh machine with nothing set up.
+// Package mail sends the service's e-mail: the templates, the Mailer interface with its console
+// and provider implementations, and the durable outbox that delivers in the background. The
+// console mailer is used when no provider is configured, so local and mobile sign-in work on a
+// fresh machine with nothing set up.
 package mail
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
 )
 
-// Kind names what an e-mail is for; it appears in logs and console lines.
+// Kind names what an e-mail is for; it appears in logs, console lines and template names.
 type Kind string
 
 // The kinds of e-mail the service sends.
 const (
 	// KindSignInCode carries a one-time sign-in code.
 	KindSignInCode Kind = "sign-in-code"
+	// KindChangeEmailCode carries the code that confirms a new address (app flow).
+	KindChangeEmailCode Kind = "change-email-code"
+	// KindChangeEmailLink carries the link that confirms a new address (web flow).
+	KindChangeEmailLink Kind = "change-email-link"
+	// KindEmailChanged tells the old address about a change, with a link to undo it.
+	KindEmailChanged Kind = "email-changed"
 	// KindWelcome greets a new account after sign-up.
 	KindWelcome Kind = "welcome"
+	// KindAccountDeleted confirms a deletion and its grace period.
+	KindAccountDeleted Kind = "account-deleted"
 )
 
 // Message is one e-mail to one recipient. Code and Link are the secrets it carries, if any; they
-// are separate fields so the console mailer can show them and nothing else ever logs them.
+// are separate fields so the console mailer can show them and nothing else ever logs them. ID,
+// set by the outbox, identifies the message to the provider, so a retry is never sent twice.
 type Message struct {
+	ID      string
 	Kind    Kind
 	To      string
 	Subject string
 	Text    string
+	HTML    string
 	Code    string
 	Link    string
 }
 
 // Mailer delivers messages. Send returns once the message is handed over; an error means it was
-// not.
+// not, and a PermanentError that it never will be.
 type Mailer interface {
 	Send(ctx context.Context, m Message) error
 }
 
-// New returns the mailer the configuration asks for: the console mailer writing to console
-// unless an e-mail provider key is set.
-func New(providerAPIKey string, console io.Writer) (Mailer, error) {
-	if providerAPIKey != "" {
-		return nil, errors.New("EMAIL_PROVIDER_API_KEY: provider delivery is not available in this version yet; unset it to use the console mailer")
-	}
-	return NewConsole(console), nil
+// PermanentError is a refusal that retrying cannot change (an address the provider rejects, a
+// revoked key); the outbox gives up on the message at once.
+type PermanentError struct{ Err error }
+
+// Error describes the refusal.
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the provider's error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// ProviderConfig selects and configures the provider.
+type ProviderConfig struct {
+	// APIKey is EMAIL_PROVIDER_API_KEY; empty selects the console mailer.
+	APIKey string
+	// From is the sender (EMAIL_FROM), required with a provider.
+	From string
+	// BaseURL overrides the provider's API address (EMAIL_PROVIDER_URL), for tests and for
+	// compatible self-hosted endpoints.
+	BaseURL string
 }
 
-// SignInCode composes the e-mail that carries a sign-in code.
-func SignInCode(siteName, to, code string) Message {
-	return Message{
-		Kind:    KindSignInCode,
-		To:      to,
-		Subject: fmt.Sprintf("%s is your %s code", code, siteName),
-		Text:    fmt.Sprintf("Your %s sign-in code is %s.\n\nIt expires in 10 minutes. If you did not ask for it, you can ignore this e-mail.\n", siteName, code),
-		Code:    code,
+// New returns the mailer the configuration asks for: Resend when an API key is set, else the
+// console mailer writing to console.
+func New(cfg ProviderConfig, console io.Writer) (Mailer, error) {
+	if cfg.APIKey == "" {
+		return NewConsole(console), nil
 	}
-}
-
-// Welcome composes the e-mail sent once an account has been created.
-func Welcome(siteName, to string) Message {
-	return Message{
-		Kind:    KindWelcome,
-		To:      to,
-		Subject: fmt.Sprintf("Welcome to %s", siteName),
-		Text:    fmt.Sprintf("Welcome to %s! Your account is ready; sign in any time with a code sent to this address.\n", siteName),
+	if cfg.From == "" {
+		return nil, errors.New("EMAIL_FROM: required with EMAIL_PROVIDER_API_KEY")
 	}
+	return NewResend(cfg)
 }
 
 // Console writes one line per e-mail, naming the kind, the recipient and the code or link:
@@ -158,9 +172,14 @@ func (m *Memory) Find(kind Kind, to string) []Message {
 
 // LastCode returns the code of the newest sign-in code e-mail to the address to, or "".
 func (m *Memory) LastCode(to string) string {
-	found := m.Find(KindSignInCode, to)
+	return m.Last(KindSignInCode, to).Code
+}
+
+// Last returns the newest message of kind to the address to, or the zero Message.
+func (m *Memory) Last(kind Kind, to string) Message {
+	found := m.Find(kind, to)
 	if len(found) == 0 {
-		return ""
+		return Message{}
 	}
-	return found[len(found)-1].Code
+	return found[len(found)-1]
 }

@@ -2,10 +2,17 @@ package mail
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 )
+
+var composer = Composer{SiteName: "Acme", SiteURL: "https://auth.acme.test"}
 
 // The console line is the contract with developers and the load tool: one line per e-mail,
 // naming the kind, the recipient and the code or link.
@@ -13,13 +20,17 @@ func TestConsoleLine(t *testing.T) {
 	var b strings.Builder
 	c := NewConsole(&b)
 	ctx := context.Background()
-	if err := c.Send(ctx, SignInCode("Acme", "alice@example.com", "123456")); err != nil {
-		t.Fatal(err)
+	code, _ := composer.SignInCode("alice@example.com", "123456")
+	link, _ := composer.ChangeEmailLink("new@example.com", "alice@example.com", "https://auth.acme.test/auth/verify-email?token=t")
+	welcome, _ := composer.Welcome("alice@example.com")
+	for _, m := range []Message{code, link, welcome} {
+		if err := c.Send(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.Send(ctx, Welcome("Acme", "alice@example.com")); err != nil {
-		t.Fatal(err)
-	}
-	want := "mail kind=sign-in-code to=alice@example.com code=123456\nmail kind=welcome to=alice@example.com\n"
+	want := "mail kind=sign-in-code to=alice@example.com code=123456\n" +
+		"mail kind=change-email-link to=new@example.com link=https://auth.acme.test/auth/verify-email?token=t\n" +
+		"mail kind=welcome to=alice@example.com\n"
 	if b.String() != want {
 		t.Fatalf("console wrote %q, want %q", b.String(), want)
 	}
@@ -28,12 +39,13 @@ func TestConsoleLine(t *testing.T) {
 func TestConsoleLinesDoNotInterleave(t *testing.T) {
 	var b lockedBuilder
 	c := NewConsole(&b)
+	m, _ := composer.SignInCode("bob@example.com", "000111")
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.Send(context.Background(), SignInCode("Acme", "bob@example.com", "000111"))
+			c.Send(context.Background(), m)
 		}()
 	}
 	wg.Wait()
@@ -65,18 +77,157 @@ func (l *lockedBuilder) String() string {
 	return l.b.String()
 }
 
-func TestSignInCodeMessage(t *testing.T) {
-	m := SignInCode("Acme", "alice@example.com", "123456")
-	if !strings.Contains(m.Subject, "123456") || !strings.Contains(m.Text, "123456") || m.Code != "123456" || m.To != "alice@example.com" {
-		t.Fatalf("message %+v", m)
+// Every template renders with all its placeholders filled, as HTML with a plain-text part, the
+// logo and the site's name and address; the code e-mail has the code in its subject.
+func TestTemplatesRender(t *testing.T) {
+	msgs := map[Kind]func() (Message, error){
+		KindSignInCode:      func() (Message, error) { return composer.SignInCode("a@example.com", "482913") },
+		KindChangeEmailCode: func() (Message, error) { return composer.ChangeEmailCode("a@example.com", "482913") },
+		KindChangeEmailLink: func() (Message, error) {
+			return composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/auth/verify-email?token=x.y&callbackURL=%2Faccount")
+		},
+		KindEmailChanged: func() (Message, error) {
+			return composer.EmailChanged("a@example.com", "n@example.com", "https://auth.acme.test/r?token=z")
+		},
+		KindWelcome:        func() (Message, error) { return composer.Welcome("a@example.com") },
+		KindAccountDeleted: func() (Message, error) { return composer.AccountDeleted("a@example.com", "21 December 2026") },
+	}
+	for kind, make := range msgs {
+		m, err := make()
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		if m.Kind != kind || m.Subject == "" || m.Text == "" || !strings.Contains(m.HTML, "<html") {
+			t.Fatalf("%s: %+v", kind, m)
+		}
+		for _, part := range []string{m.Subject, m.Text, m.HTML} {
+			if strings.Contains(part, "{{") {
+				t.Fatalf("%s: an unfilled placeholder in %q", kind, part)
+			}
+		}
+		if !strings.Contains(m.HTML, "Acme") || !strings.Contains(m.HTML, `src="https://auth.acme.test/static/logo.svg"`) {
+			t.Fatalf("%s: no site name or logo", kind)
+		}
+	}
+	code, _ := composer.SignInCode("a@example.com", "482913")
+	if !strings.Contains(code.Subject, "482913") || !strings.Contains(code.Text, "482913") || !strings.Contains(code.HTML, "482913") {
+		t.Fatalf("the code is not in every part: %+v", code)
+	}
+	link, _ := composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/v?token=x.y&cb=1")
+	if !strings.Contains(link.HTML, `href="https://auth.acme.test/v?token=x.y&amp;cb=1"`) || !strings.Contains(link.Text, "https://auth.acme.test/v?token=x.y&cb=1") {
+		t.Fatalf("link not placed: %s", link.HTML)
 	}
 }
 
-func TestNewRefusesUnavailableProvider(t *testing.T) {
-	if _, err := New("re_123", nil); err == nil || !strings.Contains(err.Error(), "EMAIL_PROVIDER_API_KEY") {
-		t.Fatalf("New with a key: %v", err)
+// Catalogue N114, N115: every inserted value is escaped for where it goes. The service only lets
+// validated addresses and names through, but the templates do not rely on that.
+func TestTemplatesEscapeHostileValues(t *testing.T) {
+	hostile := `"><img src=x onerror=alert(1)><a href="https://evil.test">click</a>` + "\r\nBcc: evil@example.net"
+	evil := Composer{SiteName: "Acme <b>" + hostile, SiteURL: "https://auth.acme.test"}
+	for _, m := range mustAll(t,
+		func() (Message, error) {
+			return evil.EmailChanged(hostile, hostile, "https://auth.acme.test/r?a=1&b=<2>")
+		},
+		func() (Message, error) {
+			return evil.ChangeEmailLink(hostile, hostile, "https://auth.acme.test/v?\"onmouseover=x")
+		},
+		func() (Message, error) { return evil.SignInCode(hostile, hostile) },
+	) {
+		for _, bad := range []string{"<img src=x", `<a href="https://evil.test"`, "<b>", `"onmouseover`} {
+			if strings.Contains(m.HTML, bad) {
+				t.Fatalf("%s: HTML holds %q", m.Kind, bad)
+			}
+		}
+		for _, part := range []string{m.Subject, m.Text} {
+			if strings.ContainsAny(part[:len(part)-1], "\r") || strings.Contains(part, "\nBcc:") {
+				t.Fatalf("%s: a line break came through in %q", m.Kind, part)
+			}
+		}
+		if strings.ContainsAny(m.Subject, "\r\n") {
+			t.Fatalf("%s: subject %q spans lines", m.Kind, m.Subject)
+		}
 	}
-	if m, err := New("", &strings.Builder{}); err != nil || m == nil {
-		t.Fatalf("New without a key: %v", err)
+}
+
+func mustAll(t *testing.T, fs ...func() (Message, error)) []Message {
+	t.Helper()
+	var out []Message
+	for _, f := range fs {
+		m, err := f()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestNewSelectsTheMailer(t *testing.T) {
+	if m, err := New(ProviderConfig{}, &strings.Builder{}); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*Console); !ok {
+		t.Fatalf("no key gave %T", m)
+	}
+	if _, err := New(ProviderConfig{APIKey: "re_123"}, nil); err == nil || !strings.Contains(err.Error(), "EMAIL_FROM") {
+		t.Fatalf("a key without a sender: %v", err)
+	}
+	if m, err := New(ProviderConfig{APIKey: "re_123", From: "Acme <a@acme.test>"}, nil); err != nil {
+		t.Fatal(err)
+	} else if _, ok := m.(*Resend); !ok {
+		t.Fatalf("a key gave %T", m)
+	}
+}
+
+// The Resend mailer sends what the provider's API expects, with the key, the sender and the
+// message id as Idempotency-Key; refusals are permanent, outages are not.
+func TestResendRequests(t *testing.T) {
+	var mu sync.Mutex
+	status := http.StatusOK
+	var got []map[string]any
+	var headers []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m map[string]any
+		json.Unmarshal(body, &m)
+		mu.Lock()
+		got, headers = append(got, m), append(headers, r.Header.Clone())
+		s := status
+		mu.Unlock()
+		if r.URL.Path != "/emails" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(s)
+		w.Write([]byte(`{"id":"re-1","message":"nope"}`))
+	}))
+	defer srv.Close()
+	r, err := NewResend(ProviderConfig{APIKey: "re_test", From: "Acme <auth@acme.test>", BaseURL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := composer.SignInCode("alice@example.com", "482913")
+	m.ID = "0d9e3d5a-8f0e-4f5e-9a63-0e7a9c1c2b11"
+	if err := r.Send(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	if got[0]["from"] != "Acme <auth@acme.test>" || got[0]["subject"] != m.Subject || got[0]["html"] != m.HTML || got[0]["text"] != m.Text {
+		t.Fatalf("request %v", got[0])
+	}
+	if to, _ := got[0]["to"].([]any); len(to) != 1 || to[0] != "alice@example.com" {
+		t.Fatalf("recipients %v", got[0]["to"])
+	}
+	if headers[0].Get("Authorization") != "Bearer re_test" || headers[0].Get("Idempotency-Key") != m.ID {
+		t.Fatalf("headers %v", headers[0])
+	}
+	var permanent *PermanentError
+	for s, wantPermanent := range map[int]bool{422: true, 403: true, 400: true, 429: false, 500: false, 503: false} {
+		mu.Lock()
+		status = s
+		mu.Unlock()
+		err := r.Send(context.Background(), m)
+		if err == nil || errors.As(err, &permanent) != wantPermanent {
+			t.Fatalf("HTTP %d: %v (permanent %v, want %v)", s, err, errors.As(err, &permanent), wantPermanent)
+		}
 	}
 }

@@ -120,8 +120,8 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 const apiSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
 
 // SecurityHeaders sets the browser security headers: a strict Content-Security-Policy, no
-// framing, no MIME sniffing, a referrer policy (no-referrer on the e-mail link landing page, whose
-// URL carries a token), and HSTS over https. Pages are never cached.
+// framing, no MIME sniffing, a referrer policy (no-referrer on the e-mail link landing pages,
+// whose URLs carry a token), and HSTS over https. Pages are never cached.
 func SecurityHeaders(secure bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		h := &c.Response().Header
@@ -143,7 +143,8 @@ func SecurityHeaders(secure bool) fiber.Handler {
 			h.Set(fiber.HeaderXFrameOptions, "DENY")
 			h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
 			h.Set(fiber.HeaderCacheControl, "no-store")
-			if p == "/auth/verify-email" {
+			if p == "/auth/verify-email" || p == "/auth/restore-email" {
+				// These URLs carry a link token: it must not leak to anyone the page links to.
 				h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 			} else {
 				h.Set(fiber.HeaderReferrerPolicy, "strict-origin-when-cross-origin")

@@ -54,8 +54,8 @@ type Account struct {
 
 // Verification is one live one-time code. There is at most one per purpose and subject (the
 // unique index), so issuing a new code replaces the previous one. Subject is the canonical e-mail
-// for sign-in codes and the requesting user's id for codes bound to an account; Email is the
-// address the code was sent to. CodeHash is an HMAC of the code bound to purpose, subject and
+// for sign-in codes, the user's id for codes and links bound to an account (with ":<old address>"
+// for restore links, one per old address); Email is the address the code or link was sent to. CodeHash is an HMAC of the code bound to purpose, subject and
 // e-mail. Attempts counts comparisons made, raised by one atomic conditional UPDATE each, and never
 // passes the budget; Exhausted is set by the one request that reports the budget spent. The row
 // stays until it expires or is replaced, so a comparison reserved within the budget can still
@@ -63,7 +63,7 @@ type Account struct {
 type Verification struct {
 	ID        string    `gorm:"type:uuid;primaryKey"`
 	Purpose   string    `gorm:"size:32;not null;uniqueIndex:idx_verification_subject,priority:1"`
-	Subject   string    `gorm:"size:254;not null;uniqueIndex:idx_verification_subject,priority:2"`
+	Subject   string    `gorm:"size:300;not null;uniqueIndex:idx_verification_subject,priority:2"`
 	Email     string    `gorm:"size:254;not null"`
 	CodeHash  string    `gorm:"size:64;not null"`
 	Attempts  int       `gorm:"not null"`
@@ -128,7 +128,32 @@ type Purchase struct {
 	CreatedAt   time.Time `gorm:"not null"`
 }
 
+// OutboxMessage is an e-mail waiting for delivery, written in the same transaction as the change
+// that caused it. Payload is the rendered message sealed with a key derived from AUTH_SECRET (a
+// code e-mail is a live code) and emptied once the message is delivered or given up. Messages
+// queued with the same Supersede key replace each other while pending: only the newest code of a
+// kind goes out. LockedUntil is a worker's lease on the message; the id doubles as the provider's
+// idempotency key.
+type OutboxMessage struct {
+	ID            string     `gorm:"type:uuid;primaryKey"`
+	Kind          string     `gorm:"size:32;not null"`
+	Recipient     string     `gorm:"size:254;not null"`
+	Supersede     string     `gorm:"size:300;not null;index"`
+	Payload       []byte     `gorm:"not null"`
+	Status        string     `gorm:"size:16;not null;index:idx_outbox_due,priority:1"`
+	Attempts      int        `gorm:"not null"`
+	NextAttemptAt time.Time  `gorm:"not null;index:idx_outbox_due,priority:2"`
+	LockedUntil   *time.Time ``
+	ExpiresAt     *time.Time ``
+	LastError     string     `gorm:"size:500;not null"`
+	CreatedAt     time.Time  `gorm:"not null"`
+	SentAt        *time.Time ``
+}
+
+// TableName is outbox.
+func (OutboxMessage) TableName() string { return "outbox" }
+
 // All lists every model, in the order they are migrated.
 func All() []any {
-	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}}
+	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}}
 }

@@ -104,6 +104,23 @@ type Account struct {
 	// NameError and NameSaved report the last name change.
 	NameError string
 	NameSaved bool
+	// ChangeSentTo is the address a confirmation link just went to; ChangeError explains a
+	// refused change.
+	ChangeSentTo string
+	ChangeError  string
+	// DeleteError explains a refused deletion.
+	DeleteError string
+}
+
+// EmailLink is the landing page of an e-mail link (confirming a new address, or restoring an old
+// one): what it will do, the button that does it, and the result.
+type EmailLink struct {
+	Token       string
+	CallbackURL string
+	// From and To are the addresses before and after.
+	From, To string
+	Error    string
+	Done     bool
 }
 
 // Checkout is the checkout success page: the purchase and the code-entry component that claims it.

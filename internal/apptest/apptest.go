@@ -72,9 +72,10 @@ type Env struct {
 	Dialect string
 	DB      *gorm.DB
 	Clock   *Clock
-	Mailer  *mail.Memory
-	Auth    *auth.Service
-	App     *fiber.App
+	// Mailer receives the e-mail the outbox delivers; reading it delivers what is due first.
+	Mailer *Mailbox
+	Auth   *auth.Service
+	App    *fiber.App
 	// URL is the base URL of the listening server, e.g. http://127.0.0.1:41234.
 	URL string
 	// Logs holds everything the service logged.
@@ -94,6 +95,10 @@ type Settings struct {
 	TrustedProxies         []netip.Prefix
 	MaxFailedVerifications int
 	RateStore              middleware.RateStore
+	NoEmailChangeLinks     bool
+	DeletionGrace          time.Duration
+	// Provider, when set, receives the e-mail instead of the memory mailbox.
+	Provider mail.Mailer
 }
 
 // Option changes Settings.
@@ -128,6 +133,15 @@ func WithMaxFailedVerifications(n int) Option {
 func WithRateStore(store middleware.RateStore) Option {
 	return func(s *Settings) { s.RateStore = store }
 }
+
+// WithoutEmailChangeLinks turns the link-based e-mail change off (AUTH_EMAIL_CHANGE_LINK=false).
+func WithoutEmailChangeLinks() Option { return func(s *Settings) { s.NoEmailChangeLinks = true } }
+
+// WithDeletionGrace sets AUTH_DELETION_GRACE.
+func WithDeletionGrace(d time.Duration) Option { return func(s *Settings) { s.DeletionGrace = d } }
+
+// WithProvider delivers e-mail through m (a provider client) instead of the memory mailbox.
+func WithProvider(m mail.Mailer) Option { return func(s *Settings) { s.Provider = m } }
 
 // Start is the fixed time every test clock starts at.
 var Start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -168,7 +182,7 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 	if err := models.Migrate(ctx, db); err != nil {
 		t.Fatalf("migrating %s: %v", dialect, err)
 	}
-	e := &Env{Dialect: dialect, DB: db, Clock: clock, Mailer: mail.NewMemory(), Logs: logs, t: t, dbURL: dbOpts.DatabaseURL}
+	e := &Env{Dialect: dialect, DB: db, Clock: clock, Mailer: &Mailbox{Memory: mail.NewMemory()}, Logs: logs, t: t, dbURL: dbOpts.DatabaseURL}
 	e.start(opts)
 	return e
 }
@@ -202,19 +216,35 @@ func (e *Env) start(opts []Option) {
 		o(&settings)
 	}
 	log := slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := auth.New(auth.Options{
-		DB: e.DB, Mailer: e.Mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
-		SessionMaxAge: settings.SessionMaxAge, MaxFailedVerifications: settings.MaxFailedVerifications,
-		SiteName: "Codeauth Test", Now: e.Clock.Now, Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.URL = "http://" + ln.Addr().String()
+	var mailer mail.Mailer = e.Mailer.Memory
+	if settings.Provider != nil {
+		mailer = settings.Provider
+	}
+	svc, err := auth.New(auth.Options{
+		DB: e.DB, Mailer: mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
+		SessionMaxAge: settings.SessionMaxAge, MaxFailedVerifications: settings.MaxFailedVerifications,
+		SiteName: "Codeauth Test", SiteURL: e.URL, EmailChangeLinks: !settings.NoEmailChangeLinks,
+		DeletionGrace: settings.DeletionGrace, Now: e.Clock.Now, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Mailer.addOutbox(svc.Outbox())
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	workerDone := make(chan struct{})
+	go func() {
+		defer close(workerDone)
+		svc.Outbox().Run(workerCtx)
+	}()
+	t.Cleanup(func() {
+		stopWorker()
+		<-workerDone
+	})
 	sqlDB, _ := e.DB.DB()
 	app := handlers.NewApp(handlers.Deps{
 		Auth: svc, BaseURL: e.URL, TrustedOrigins: settings.TrustedOrigins, TrustedProxies: settings.TrustedProxies,
@@ -524,4 +554,61 @@ func (r *Response) ExpectError(t testing.TB, status int, code string) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("error Content-Type = %q, want application/json", ct)
 	}
+}
+
+// Mailbox is the memory mailer of a test, for one or more instances. Reading it first delivers
+// every e-mail that is due from their outboxes, so a test can read a code right after the
+// request that queued it.
+type Mailbox struct {
+	*mail.Memory
+	mu       sync.Mutex
+	outboxes []*mail.Outbox
+}
+
+func (m *Mailbox) addOutbox(o *mail.Outbox) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.outboxes = append(m.outboxes, o)
+}
+
+// Flush delivers every due e-mail of every instance now, waiting for messages a background
+// worker is already delivering.
+func (m *Mailbox) Flush() {
+	m.mu.Lock()
+	outboxes := append([]*mail.Outbox(nil), m.outboxes...)
+	m.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, o := range outboxes {
+		for {
+			o.DeliverDue(context.Background())
+			if n, err := o.Due(context.Background()); err != nil || n == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// Messages returns every message delivered so far.
+func (m *Mailbox) Messages() []mail.Message {
+	m.Flush()
+	return m.Memory.Messages()
+}
+
+// Find returns the messages of kind delivered to the address to, oldest first.
+func (m *Mailbox) Find(kind mail.Kind, to string) []mail.Message {
+	m.Flush()
+	return m.Memory.Find(kind, to)
+}
+
+// Last returns the newest message of kind delivered to the address to.
+func (m *Mailbox) Last(kind mail.Kind, to string) mail.Message {
+	m.Flush()
+	return m.Memory.Last(kind, to)
+}
+
+// LastCode returns the newest sign-in code delivered to the address to.
+func (m *Mailbox) LastCode(to string) string {
+	m.Flush()
+	return m.Memory.LastCode(to)
 }

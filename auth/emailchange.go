@@ -1,0 +1,396 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"codeauth/mail"
+	"codeauth/models"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// Errors of the e-mail change.
+var (
+	// ErrEmailSame means the new address is the current one.
+	ErrEmailSame = errors.New("auth: email is the same")
+	// ErrChangeLinksDisabled means the link-based change is switched off in the configuration.
+	ErrChangeLinksDisabled = errors.New("auth: verification email isn't enabled")
+	// ErrInvalidToken covers an unknown, used, tampered or foreign link token.
+	ErrInvalidToken = errors.New("auth: invalid token")
+	// ErrTokenExpired means the link came too late.
+	ErrTokenExpired = errors.New("auth: token expired")
+	// ErrEmailTaken means the address to restore now belongs to another account.
+	ErrEmailTaken = errors.New("auth: email already in use")
+)
+
+// Purposes of the e-mail change codes and links, each usable only for its own purpose.
+const (
+	// PurposeChangeEmail codes confirm a new address from the app; their subject is the user.
+	PurposeChangeEmail = "change-email"
+	purposeChangeLink  = "change-email-link"
+	purposeRestore     = "email-restore"
+)
+
+// Lifetimes of the links.
+const (
+	// ChangeLinkLifetime is how long the link to a new address works.
+	ChangeLinkLifetime = 15 * time.Minute
+	// RestoreLinkLifetime is how long the old address can undo a change.
+	RestoreLinkLifetime = 7 * 24 * time.Hour
+)
+
+// newAddress checks the requested address: valid, and not the current one.
+func newAddress(user models.User, raw string) (string, error) {
+	email, err := NormalizeEmail(raw)
+	if err != nil {
+		return "", err
+	}
+	if email == user.Email {
+		return "", ErrEmailSame
+	}
+	return email, nil
+}
+
+// addressTaken reports whether an account, live or in its deletion grace period, has the address.
+func (s *Service) addressTaken(ctx context.Context, email string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Unscoped().Model(&models.User{}).Where("email = ?", email).Count(&n).Error
+	return n > 0, err
+}
+
+// RequestEmailChangeCode e-mails a change-email code to the new address (the app flow). An
+// address that belongs to another account gets nothing, and the caller the same answer, so the
+// request reveals nothing; the final step then fails like a wrong code.
+func (s *Service) RequestEmailChangeCode(ctx context.Context, user models.User, rawNew string) error {
+	email, err := newAddress(user, rawNew)
+	if err != nil {
+		return err
+	}
+	if err := s.throttleSend(ctx, email); err != nil {
+		return err
+	}
+	if taken, err := s.addressTaken(ctx, email); err != nil || taken {
+		return err
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		code, v, err := s.issueCode(tx, PurposeChangeEmail, user.ID, email)
+		if err != nil {
+			return err
+		}
+		m, err := s.compose.ChangeEmailCode(email, code)
+		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-code:" + user.ID})
+	})
+	if err == nil {
+		s.outbox.Kick()
+	}
+	return err
+}
+
+// ChangeEmailWithCode completes the app flow: the code sent to the new address makes it the
+// account's address. Any failure, including an address taken meanwhile, is ErrInvalidOTP (or the
+// code's own expiry and attempt errors).
+func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, rawNew, code string) (models.User, error) {
+	email, err := newAddress(st.User, rawNew)
+	if err != nil {
+		return models.User{}, err
+	}
+	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, nil)
+	if err != nil {
+		return models.User{}, err
+	}
+	user, err := s.applyEmailChange(ctx, v, st.User.ID, st.User.Email, email, st.Session.ID)
+	if errors.Is(err, ErrEmailTaken) || errors.Is(err, ErrInvalidToken) {
+		return models.User{}, ErrInvalidOTP
+	}
+	return user, err
+}
+
+// RequestEmailChangeLink e-mails a confirmation link to the new address (the web flow). callback
+// is where the confirmation page goes afterwards; the caller has checked it. A taken address gets
+// nothing and the same answer.
+func (s *Service) RequestEmailChangeLink(ctx context.Context, user models.User, rawNew, callback string) error {
+	if !s.changeLinks {
+		return ErrChangeLinksDisabled
+	}
+	email, err := newAddress(user, rawNew)
+	if err != nil {
+		return err
+	}
+	if err := s.throttleSend(ctx, email); err != nil {
+		return err
+	}
+	if taken, err := s.addressTaken(ctx, email); err != nil || taken {
+		return err
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		token, v, err := s.issueLink(tx, purposeChangeLink, user.ID, email, user.Email, ChangeLinkLifetime)
+		if err != nil {
+			return err
+		}
+		q := url.Values{"token": {token}}
+		if callback != "" {
+			q.Set("callbackURL", callback)
+		}
+		m, err := s.compose.ChangeEmailLink(email, user.Email, s.compose.SiteURL+"/auth/verify-email?"+q.Encode())
+		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-link:" + user.ID})
+	})
+	if err == nil {
+		s.outbox.Kick()
+	}
+	return err
+}
+
+// PendingChange describes what a link would do, for the page that asks to confirm it.
+type PendingChange struct {
+	UserID    string
+	OldEmail  string
+	NewEmail  string
+	ExpiresAt time.Time
+}
+
+// PendingEmailChange reads a change link without using it.
+func (s *Service) PendingEmailChange(ctx context.Context, token string) (PendingChange, error) {
+	v, user, err := s.checkChangeLink(ctx, token)
+	if err != nil {
+		return PendingChange{}, err
+	}
+	return PendingChange{UserID: user.ID, OldEmail: user.Email, NewEmail: v.Email, ExpiresAt: v.ExpiresAt}, nil
+}
+
+func (s *Service) checkChangeLink(ctx context.Context, token string) (*models.Verification, models.User, error) {
+	v, secret, err := s.findLink(ctx, purposeChangeLink, token)
+	if err != nil {
+		return nil, models.User{}, err
+	}
+	var user models.User
+	if err := s.db.WithContext(ctx).Where("id = ?", v.Subject).Take(&user).Error; err != nil {
+		return nil, models.User{}, ErrInvalidToken
+	}
+	// The link is bound to the address the account had when it was asked for.
+	if !sameHash(v.CodeHash, s.keys.codeHash(purposeChangeLink, v.Subject, v.Email+"\x00"+user.Email, secret)) {
+		return nil, models.User{}, ErrInvalidToken
+	}
+	return v, user, nil
+}
+
+// ConfirmEmailChange uses a change link (the web flow). sessionUserID is the person signed in
+// where the link is opened, if anyone: a link opened in another account's session is refused.
+// keepSession is the session to keep; every other session of the account ends.
+func (s *Service) ConfirmEmailChange(ctx context.Context, token, sessionUserID, keepSession string) (models.User, error) {
+	v, user, err := s.checkChangeLink(ctx, token)
+	if err != nil {
+		return models.User{}, err
+	}
+	if sessionUserID != "" && sessionUserID != user.ID {
+		return models.User{}, ErrInvalidToken
+	}
+	if sessionUserID == "" {
+		keepSession = ""
+	}
+	return s.applyEmailChange(ctx, v, user.ID, user.Email, v.Email, keepSession)
+}
+
+// applyEmailChange consumes the code or link and moves the account to the new address, in one
+// transaction: the address (verified), the end of every other session, the end of other pending
+// changes, and the notice to the old address with its restore link.
+func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, userID, oldEmail, newEmail, keepSession string) (models.User, error) {
+	var revoked []string
+	var user models.User
+	now := s.now()
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		ok, err := consumeCode(tx, v)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrInvalidToken
+		}
+		res := tx.Model(&models.User{}).Where("id = ? AND email = ?", userID, oldEmail).
+			Updates(map[string]any{"email": newEmail, "email_verified": true, "updated_at": now})
+		if errors.Is(res.Error, gorm.ErrDuplicatedKey) {
+			return ErrEmailTaken
+		}
+		if res.Error != nil {
+			return fmt.Errorf("auth: changing the address: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ErrInvalidToken // the address changed meanwhile
+		}
+		if revoked, err = s.endSessions(tx, userID, keepSession); err != nil {
+			return err
+		}
+		if err := tx.Where("subject = ? AND purpose IN ?", userID, []string{PurposeChangeEmail, purposeChangeLink}).
+			Delete(&models.Verification{}).Error; err != nil {
+			return err
+		}
+		token, rv, err := s.issueLink(tx, purposeRestore, userID+":"+oldEmail, oldEmail, "", RestoreLinkLifetime)
+		if err != nil {
+			return err
+		}
+		m, err := s.compose.EmailChanged(oldEmail, newEmail, s.compose.SiteURL+"/auth/restore-email?token="+url.QueryEscape(token))
+		if err := s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &rv.ExpiresAt}); err != nil {
+			return err
+		}
+		return tx.Where("id = ?", userID).Take(&user).Error
+	})
+	if err != nil {
+		return models.User{}, err
+	}
+	s.revokeLocally(revoked)
+	s.outbox.Kick()
+	s.log.InfoContext(ctx, "e-mail address changed", "user_id", userID, "sessions_ended", len(revoked))
+	user.CreatedAt, user.UpdatedAt = user.CreatedAt.UTC(), user.UpdatedAt.UTC()
+	return user, nil
+}
+
+// PendingRestore describes what a restore link would do.
+type PendingRestore struct {
+	OldEmail     string
+	CurrentEmail string
+}
+
+// PendingEmailRestore reads a restore link without using it.
+func (s *Service) PendingEmailRestore(ctx context.Context, token string) (PendingRestore, error) {
+	v, user, err := s.checkRestoreLink(ctx, token)
+	if err != nil {
+		return PendingRestore{}, err
+	}
+	return PendingRestore{OldEmail: v.Email, CurrentEmail: user.Email}, nil
+}
+
+func (s *Service) checkRestoreLink(ctx context.Context, token string) (*models.Verification, models.User, error) {
+	v, secret, err := s.findLink(ctx, purposeRestore, token)
+	if err != nil {
+		return nil, models.User{}, err
+	}
+	if !sameHash(v.CodeHash, s.keys.codeHash(purposeRestore, v.Subject, v.Email+"\x00", secret)) {
+		return nil, models.User{}, ErrInvalidToken
+	}
+	userID, _, _ := strings.Cut(v.Subject, ":")
+	var user models.User
+	if err := s.db.WithContext(ctx).Where("id = ?", userID).Take(&user).Error; err != nil {
+		return nil, models.User{}, ErrInvalidToken
+	}
+	return v, user, nil
+}
+
+// RestoreEmail uses the link sent to an old address: the account gets that address back and every
+// one of its sessions ends, so whoever changed it is signed out. Later changes do not void the
+// link; each old address keeps its own.
+func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, error) {
+	v, user, err := s.checkRestoreLink(ctx, token)
+	if err != nil {
+		return models.User{}, err
+	}
+	var revoked []string
+	now := s.now()
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		ok, err := consumeCode(tx, v)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrInvalidToken
+		}
+		if v.Email != user.Email {
+			res := tx.Model(&models.User{}).Where("id = ?", user.ID).
+				Updates(map[string]any{"email": v.Email, "email_verified": true, "updated_at": now})
+			if errors.Is(res.Error, gorm.ErrDuplicatedKey) {
+				return ErrEmailTaken
+			}
+			if res.Error != nil {
+				return fmt.Errorf("auth: restoring the address: %w", res.Error)
+			}
+		}
+		if revoked, err = s.endSessions(tx, user.ID, ""); err != nil {
+			return err
+		}
+		return tx.Where("subject = ? AND purpose IN ?", user.ID, []string{PurposeChangeEmail, purposeChangeLink}).
+			Delete(&models.Verification{}).Error
+	})
+	if err != nil {
+		return models.User{}, err
+	}
+	s.revokeLocally(revoked)
+	s.log.InfoContext(ctx, "e-mail address restored", "user_id", user.ID, "sessions_ended", len(revoked))
+	user.Email, user.EmailVerified = v.Email, true
+	return user, nil
+}
+
+// issueLink stores a link token inside tx, replacing any live one for purpose and subject, and
+// returns the token: "<row id>.<32 random bytes, base64url>". Only an HMAC of the secret is kept,
+// bound to purpose, subject, email and bind.
+func (s *Service) issueLink(tx *gorm.DB, purpose, subject, email, bind string, ttl time.Duration) (string, models.Verification, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", models.Verification{}, err
+	}
+	secret := base64.RawURLEncoding.EncodeToString(b)
+	now := s.now()
+	v := models.Verification{
+		ID: newID(), Purpose: purpose, Subject: subject, Email: email,
+		CodeHash: s.keys.codeHash(purpose, subject, email+"\x00"+bind, secret), ExpiresAt: now.Add(ttl), CreatedAt: now,
+	}
+	if err := tx.Where("purpose = ? AND subject = ?", purpose, subject).Delete(&models.Verification{}).Error; err != nil {
+		return "", models.Verification{}, err
+	}
+	if err := tx.Create(&v).Error; err != nil {
+		return "", models.Verification{}, fmt.Errorf("auth: storing a link: %w", err)
+	}
+	return v.ID + "." + secret, v, nil
+}
+
+// findLink looks a link token up by its id; the caller checks the secret.
+func (s *Service) findLink(ctx context.Context, purpose, token string) (*models.Verification, string, error) {
+	id, secret, ok := strings.Cut(token, ".")
+	if !ok || uuid.Validate(id) != nil || !wellFormedToken(secret) {
+		return nil, "", ErrInvalidToken
+	}
+	var v models.Verification
+	err := s.db.WithContext(ctx).Where("id = ? AND purpose = ?", id, purpose).Take(&v).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, "", ErrInvalidToken
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("auth: reading a link: %w", err)
+	}
+	if !s.now().Before(v.ExpiresAt) {
+		return nil, "", ErrTokenExpired
+	}
+	return &v, secret, nil
+}
+
+// endSessions deletes the user's sessions except keep, inside tx, and returns their ids.
+func (s *Service) endSessions(tx *gorm.DB, userID, keep string) ([]string, error) {
+	var ids []string
+	q := tx.Model(&models.Session{}).Where("user_id = ?", userID)
+	if keep != "" {
+		q = q.Where("id <> ?", keep)
+	}
+	if err := q.Pluck("id", &ids).Error; err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if err := tx.Where("id IN ?", ids).Delete(&models.Session{}).Error; err != nil {
+		return nil, fmt.Errorf("auth: ending sessions: %w", err)
+	}
+	return ids, nil
+}
+
+// revokeLocally stops this instance's cookie caches from answering for the sessions.
+func (s *Service) revokeLocally(ids []string) {
+	now := s.now()
+	for _, id := range ids {
+		s.revoked.add(id, now, now.Add(CookieCacheTTL))
+	}
+}

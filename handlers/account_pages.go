@@ -1,0 +1,196 @@
+package handlers
+
+import (
+	"errors"
+	"net/url"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/middleware"
+	"codeauth/views"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// linkFailure words a refused e-mail link for the person who opened it.
+func linkFailure(err error) (string, int, bool) {
+	switch {
+	case errors.Is(err, auth.ErrTokenExpired):
+		return "This link has expired. Ask for a new one from your account page.", fiber.StatusGone, true
+	case errors.Is(err, auth.ErrInvalidToken):
+		return "This link is not valid any more: it was used already, replaced by a newer one, or opened while signed in to another account.", fiber.StatusBadRequest, true
+	case errors.Is(err, auth.ErrEmailTaken):
+		return "That address now belongs to another account, so it cannot be used here.", fiber.StatusConflict, true
+	}
+	return "", 0, false
+}
+
+// verifyEmailPage is GET /auth/verify-email?token=…: it shows what the link will change and a
+// button; opening the link changes nothing (mail scanners fetch links).
+func (h *pagesHandler) verifyEmailPage(c *fiber.Ctx) error {
+	p, err := h.page(c, "Confirm your new e-mail address")
+	if err != nil {
+		return err
+	}
+	v := views.EmailLink{Token: c.Query("token")}
+	if cb := c.Query("callbackURL"); h.origins.SafeRedirect(cb) {
+		v.CallbackURL = cb
+	}
+	pending, err := h.auth.PendingEmailChange(c.UserContext(), v.Token)
+	if err != nil {
+		msg, status, known := linkFailure(err)
+		if !known {
+			return err
+		}
+		v.Error = msg
+		return render(c, status, views.VerifyEmailPage(p, v))
+	}
+	v.From, v.To = pending.OldEmail, pending.NewEmail
+	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, v))
+}
+
+// confirmEmailChange is POST /auth/verify-email: the button of the link's page.
+func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
+	if err != nil {
+		return err
+	}
+	sessionUser, sessionID := "", ""
+	if st != nil {
+		sessionUser, sessionID = st.User.ID, st.Session.ID
+	}
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.FormValue("token"), sessionUser, sessionID)
+	p, perr := h.page(c, "Confirm your new e-mail address")
+	if perr != nil {
+		return perr
+	}
+	if err != nil {
+		msg, status, known := linkFailure(err)
+		if !known {
+			return err
+		}
+		return render(c, status, views.VerifyEmailPage(p, views.EmailLink{Error: msg}))
+	}
+	if st != nil {
+		updated := *st
+		updated.User = user
+		h.sessions.Issue(c, &updated, true)
+		p.User = &views.User{Email: user.Email, Name: user.Name}
+	}
+	if cb := c.FormValue("callbackURL"); cb != "" && h.origins.SafeRedirect(cb) {
+		return c.Redirect(cb, fiber.StatusSeeOther)
+	}
+	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
+}
+
+// restoreEmailPage is GET /auth/restore-email?token=…, the link of the notice to an old address.
+func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
+	p, err := h.page(c, "Restore your e-mail address")
+	if err != nil {
+		return err
+	}
+	v := views.EmailLink{Token: c.Query("token")}
+	pending, err := h.auth.PendingEmailRestore(c.UserContext(), v.Token)
+	if err != nil {
+		msg, status, known := linkFailure(err)
+		if !known {
+			return err
+		}
+		v.Error = msg
+		return render(c, status, views.RestoreEmailPage(p, v))
+	}
+	v.From, v.To = pending.CurrentEmail, pending.OldEmail
+	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, v))
+}
+
+// restoreEmail is POST /auth/restore-email: the address comes back and every session ends,
+// this browser's included.
+func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	user, err := h.auth.RestoreEmail(c.UserContext(), c.FormValue("token"))
+	p := views.Page{Title: "Restore your e-mail address", SiteName: h.siteName}
+	if err != nil {
+		msg, status, known := linkFailure(err)
+		if !known {
+			return err
+		}
+		return render(c, status, views.RestoreEmailPage(p, views.EmailLink{Error: msg}))
+	}
+	h.sessions.Clear(c)
+	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
+}
+
+// requestEmailChange is POST /account/email: a confirmation link goes to the new address.
+func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	st, err := h.signedIn(c)
+	if err != nil {
+		return err
+	}
+	a := views.Account{Email: st.User.Email, Name: st.User.Name}
+	newEmail := c.FormValue("newEmail")
+	err = h.auth.RequestEmailChangeLink(c.UserContext(), st.User, newEmail, "/account")
+	status := fiber.StatusOK
+	var limited *auth.RateLimitError
+	switch {
+	case err == nil:
+		a.ChangeSentTo, _ = auth.NormalizeEmail(newEmail)
+	case errors.Is(err, auth.ErrInvalidEmail):
+		a.ChangeError, status = "Enter a valid e-mail address, such as name@example.com.", fiber.StatusUnprocessableEntity
+	case errors.Is(err, auth.ErrEmailSame):
+		a.ChangeError, status = "That is already your address.", fiber.StatusUnprocessableEntity
+	case errors.Is(err, auth.ErrChangeLinksDisabled):
+		a.ChangeError, status = "Changing the address on the web is switched off here. Use the app.", fiber.StatusUnprocessableEntity
+	case errors.As(err, &limited):
+		a.ChangeError, status = "Too many links were asked for. "+retryText(limited), fiber.StatusTooManyRequests
+	default:
+		return err
+	}
+	if !isHTMX(c) {
+		return h.accountWith(c, status, a)
+	}
+	return render(c, status, views.EmailChangeForm(a))
+}
+
+// deleteAccount is POST /account/delete: the account is deleted with its grace period, this
+// browser is signed out with every other, and the person lands on /auth/account-deleted.
+func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
+	if err := requireForm(c); err != nil {
+		return err
+	}
+	st, err := h.signedIn(c)
+	if err != nil {
+		return err
+	}
+	if c.FormValue("confirm") != "yes" {
+		return h.accountWith(c, fiber.StatusUnprocessableEntity, views.Account{
+			Email: st.User.Email, Name: st.User.Name, DeleteError: "Tick the box to confirm that you want to delete your account.",
+		})
+	}
+	at, err := h.auth.DeleteAccount(c.UserContext(), st.User.ID)
+	if err != nil {
+		return err
+	}
+	h.sessions.Clear(c)
+	return c.Redirect("/auth/account-deleted?until="+url.QueryEscape(at.UTC().Format(time.DateOnly)), fiber.StatusSeeOther)
+}
+
+// accountDeleted is GET /auth/account-deleted?until=YYYY-MM-DD, the grace-period page.
+func (h *pagesHandler) accountDeleted(c *fiber.Ctx) error {
+	p, err := h.page(c, "Your account is deleted")
+	if err != nil {
+		return err
+	}
+	until := ""
+	if t, err := time.Parse(time.DateOnly, c.Query("until")); err == nil {
+		until = views.DateText(t)
+	}
+	return render(c, fiber.StatusOK, views.AccountDeletedPage(p, until))
+}

@@ -1,0 +1,318 @@
+package mail
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"codeauth/models"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+)
+
+// Outbox statuses.
+const (
+	statusPending   = "pending"
+	statusSent      = "sent"
+	statusAbandoned = "abandoned"
+)
+
+// Delivery policy of the outbox.
+const (
+	// MaxAttempts is how many deliveries a message gets before it is given up.
+	MaxAttempts = 20
+	// lease is how long a worker owns a message it is delivering; a worker that dies releases it
+	// by letting the lease run out.
+	lease = time.Minute
+	// sendTimeout bounds one hand-over to the provider.
+	sendTimeout = 20 * time.Second
+	// pollInterval is how often the worker looks for due messages queued by other instances, or
+	// due for a retry, when nothing wakes it.
+	pollInterval = time.Second
+	batchSize    = 20
+)
+
+// Backoff is the wait before delivery attempt n+1 after n failures: 10 s, 20 s, 40 s … up to
+// 15 minutes.
+func Backoff(attempts int) time.Duration {
+	d := 5 * time.Second * time.Duration(math.Pow(2, float64(min(attempts, 10))))
+	return min(d, 15*time.Minute)
+}
+
+// Outbox is the durable queue of outgoing e-mail. Enqueue writes a message in the caller's
+// transaction, so an e-mail exists exactly when the change that causes it commits; the worker
+// delivers it afterwards, retrying with exponential backoff, so the HTTP answer never waits on
+// the provider and a provider outage loses nothing. Deliveries are claimed with an atomic lease,
+// so any number of instances can run workers on one database without sending a message twice.
+type Outbox struct {
+	db     *gorm.DB
+	mailer Mailer
+	aead   cipher.AEAD
+	now    func() time.Time
+	log    *slog.Logger
+	kick   chan struct{}
+}
+
+// NewOutbox returns an outbox on db delivering through mailer; key (32 bytes) seals the stored
+// messages.
+func NewOutbox(db *gorm.DB, mailer Mailer, key []byte, now func() time.Time, log *slog.Logger) (*Outbox, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Outbox{db: db, mailer: mailer, aead: aead, now: now, log: log, kick: make(chan struct{}, 1)}, nil
+}
+
+func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
+
+// EnqueueOptions qualify a queued message.
+type EnqueueOptions struct {
+	// ExpiresAt, when set, is when the message stops being worth sending (a code's expiry).
+	ExpiresAt *time.Time
+	// Supersede, when set, drops pending messages queued with the same key: a new code replaces
+	// the old one in the queue as it does in the database.
+	Supersede string
+}
+
+// Enqueue stores m in tx for delivery once tx commits; call Kick after the commit to deliver at
+// once.
+func (o *Outbox) Enqueue(tx *gorm.DB, m Message, opts EnqueueOptions) error {
+	now := o.clock()
+	m.ID = uuid.NewString()
+	plain, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	sealed := make([]byte, o.aead.NonceSize(), o.aead.NonceSize()+len(plain)+o.aead.Overhead())
+	if _, err := rand.Read(sealed); err != nil {
+		return err
+	}
+	sealed = o.aead.Seal(sealed, sealed, plain, []byte(m.ID))
+	if opts.Supersede != "" {
+		// A message a worker is sending right now is left to finish: it is already on its way.
+		if err := tx.Model(&models.OutboxMessage{}).
+			Where("supersede = ? AND status = ? AND (locked_until IS NULL OR locked_until <= ?)", opts.Supersede, statusPending, now).
+			Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "last_error": "superseded"}).Error; err != nil {
+			return fmt.Errorf("mail: superseding: %w", err)
+		}
+	}
+	row := models.OutboxMessage{
+		ID: m.ID, Kind: string(m.Kind), Recipient: m.To, Supersede: opts.Supersede, Payload: sealed,
+		Status: statusPending, NextAttemptAt: now, ExpiresAt: opts.ExpiresAt, CreatedAt: now,
+	}
+	if err := tx.Create(&row).Error; err != nil {
+		return fmt.Errorf("mail: queueing: %w", err)
+	}
+	return nil
+}
+
+// Kick wakes the worker to deliver what was just queued.
+func (o *Outbox) Kick() {
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers due messages until ctx ends, waking when kicked and every pollInterval.
+func (o *Outbox) Run(ctx context.Context) {
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		if _, err := o.DeliverDue(ctx); err != nil && ctx.Err() == nil {
+			o.log.ErrorContext(ctx, "outbox: delivering", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.kick:
+		case <-ticker.C:
+		}
+	}
+}
+
+// DeliveryReport counts what one pass of DeliverDue did.
+type DeliveryReport struct {
+	Sent, Failed, Abandoned int
+}
+
+// DeliverDue delivers every message that is due, once each, and reports what happened.
+func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
+	var report DeliveryReport
+	for ctx.Err() == nil {
+		now := o.clock()
+		var ids []string
+		err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).
+			Where("status = ? AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)", statusPending, now, now).
+			Order("created_at").Limit(batchSize).Pluck("id", &ids).Error
+		if err != nil {
+			return report, fmt.Errorf("mail: finding due messages: %w", err)
+		}
+		if len(ids) == 0 {
+			return report, nil
+		}
+		claimed := 0
+		for _, id := range ids {
+			ok, err := o.deliver(ctx, id)
+			if err != nil {
+				return report, err
+			}
+			switch ok {
+			case outcomeSent:
+				report.Sent++
+			case outcomeFailed:
+				report.Failed++
+			case outcomeAbandoned:
+				report.Abandoned++
+			}
+			if ok != outcomeNotClaimed {
+				claimed++
+			}
+		}
+		if claimed == 0 {
+			return report, nil // the batch went to other workers
+		}
+	}
+	return report, ctx.Err()
+}
+
+type outcome int
+
+const (
+	outcomeNotClaimed outcome = iota
+	outcomeSent
+	outcomeFailed
+	outcomeAbandoned
+)
+
+// deliver claims the message with one conditional UPDATE (so only one worker anywhere gets it)
+// and hands it to the mailer.
+func (o *Outbox) deliver(ctx context.Context, id string) (outcome, error) {
+	db := o.db.WithContext(ctx)
+	now := o.clock()
+	until := now.Add(lease)
+	res := db.Model(&models.OutboxMessage{}).
+		Where("id = ? AND status = ? AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)", id, statusPending, now, now).
+		Updates(map[string]any{"locked_until": until, "attempts": gorm.Expr("attempts + 1")})
+	if res.Error != nil {
+		return outcomeNotClaimed, fmt.Errorf("mail: claiming a message: %w", res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return outcomeNotClaimed, nil
+	}
+	var row models.OutboxMessage
+	if err := db.Where("id = ?", id).Take(&row).Error; err != nil {
+		return outcomeNotClaimed, fmt.Errorf("mail: reading a message: %w", err)
+	}
+	if row.ExpiresAt != nil && !now.Before(*row.ExpiresAt) {
+		return outcomeAbandoned, o.finish(ctx, id, statusAbandoned, "expired before it could be delivered")
+	}
+	m, err := o.open(row)
+	if err != nil {
+		return outcomeAbandoned, o.finish(ctx, id, statusAbandoned, "unreadable: "+err.Error())
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	err = o.mailer.Send(sendCtx, m)
+	cancel()
+	if err == nil {
+		return outcomeSent, o.finish(ctx, id, statusSent, "")
+	}
+	var permanent *PermanentError
+	if errors.As(err, &permanent) || row.Attempts >= MaxAttempts {
+		o.log.ErrorContext(ctx, "outbox: giving up on a message", "kind", row.Kind, "id", id, "attempts", row.Attempts, "error", err)
+		return outcomeAbandoned, o.finish(ctx, id, statusAbandoned, err.Error())
+	}
+	o.log.WarnContext(ctx, "outbox: delivery failed, will retry", "kind", row.Kind, "id", id, "attempts", row.Attempts, "error", err)
+	next := o.clock().Add(Backoff(row.Attempts))
+	if err := db.Model(&models.OutboxMessage{}).Where("id = ?", id).
+		Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(err.Error(), 500)}).Error; err != nil {
+		return outcomeFailed, fmt.Errorf("mail: rescheduling: %w", err)
+	}
+	return outcomeFailed, nil
+}
+
+// finish records a final status and drops the payload: a delivered or abandoned message keeps
+// no secret.
+func (o *Outbox) finish(ctx context.Context, id, status, reason string) error {
+	changes := map[string]any{"status": status, "payload": []byte{}, "locked_until": nil, "last_error": truncate(reason, 500)}
+	if status == statusSent {
+		now := o.clock()
+		changes["sent_at"] = now
+	}
+	if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ?", id, statusPending).
+		Updates(changes).Error; err != nil {
+		return fmt.Errorf("mail: recording delivery: %w", err)
+	}
+	return nil
+}
+
+func (o *Outbox) open(row models.OutboxMessage) (Message, error) {
+	ns := o.aead.NonceSize()
+	if len(row.Payload) < ns+o.aead.Overhead() {
+		return Message{}, errors.New("payload too short")
+	}
+	plain, err := o.aead.Open(nil, row.Payload[:ns], row.Payload[ns:], []byte(row.ID))
+	if err != nil {
+		return Message{}, err
+	}
+	var m Message
+	if err := json.Unmarshal(plain, &m); err != nil {
+		return Message{}, err
+	}
+	m.ID = row.ID
+	return m, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Due counts the pending messages whose delivery is due, claimed by a worker or not.
+func (o *Outbox) Due(ctx context.Context) (int64, error) {
+	var n int64
+	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).
+		Where("status = ? AND next_attempt_at <= ?", statusPending, o.clock()).Count(&n).Error
+	return n, err
+}
+
+// Stats counts the queue by status.
+func (o *Outbox) Stats(ctx context.Context) (map[string]int64, error) {
+	var rows []struct {
+		Status string
+		N      int64
+	}
+	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Select("status, count(*) AS n").Group("status").Scan(&rows).Error
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.Status] = r.N
+	}
+	return out, err
+}
+
+// PruneDelivered deletes messages delivered or given up before cutoff (their payloads are gone
+// already; the rows only keep the delivery history).
+func (o *Outbox) PruneDelivered(ctx context.Context, cutoff time.Time) (int64, error) {
+	res := o.db.WithContext(ctx).Where("status <> ? AND created_at < ?", statusPending, cutoff).Delete(&models.OutboxMessage{})
+	return res.RowsAffected, res.Error
+}
