@@ -3,6 +3,7 @@
 //	codeauth                      run the HTTP service (same as "codeauth serve")
 //	codeauth migrate              create or update the database schema, then exit
 //	codeauth auth:prune-throttle  remove expired throttle rows, codes and sessions once, then exit
+//	codeauth auth:purge-accounts  remove deleted accounts past their grace period once, then exit
 //
 // Configuration comes from the environment; see README.md.
 package main
@@ -43,12 +44,12 @@ func run(args []string) int {
 		cmd = args[0]
 	}
 	switch cmd {
-	case "serve", "migrate", auth.JobPruneThrottle:
+	case "serve", "migrate", auth.JobPruneThrottle, auth.JobPurgeAccounts:
 	case "help", "-h", "--help":
-		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "]")
+		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "|" + auth.JobPurgeAccounts + "]")
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate or %s)\n", cmd, auth.JobPruneThrottle)
+		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s or %s)\n", cmd, auth.JobPruneThrottle, auth.JobPurgeAccounts)
 		return 2
 	}
 
@@ -98,7 +99,7 @@ func run(args []string) int {
 		log.Error("starting the auth service", "error", err)
 		return 1
 	}
-	if cmd == auth.JobPruneThrottle {
+	if cmd == auth.JobPruneThrottle || cmd == auth.JobPurgeAccounts {
 		return runJobOnce(ctx, svc, log, cmd)
 	}
 	if err := serve(ctx, cfg, db, svc, log); err != nil {

@@ -279,11 +279,20 @@ func TestBetterAuthClientConformance(t *testing.T) {
 	}
 }
 
-// `codeauth auth:prune-throttle` runs the nightly prune once and exits.
-func TestBinary_PruneSubcommand(t *testing.T) {
+// `codeauth auth:prune-throttle` and `codeauth auth:purge-accounts` run a nightly job once.
+func TestBinary_JobSubcommands(t *testing.T) {
 	for _, db := range []string{apptest.SQLite, apptest.Postgres} {
 		t.Run(db, func(t *testing.T) {
-			cmd := exec.Command(binary, "auth:prune-throttle")
+			cmd := exec.Command(binary, "auth:purge-accounts")
+			cmd.Dir = t.TempDir()
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef"}
+			if db == apptest.Postgres {
+				cmd.Env = append(cmd.Env, "DATABASE_URL="+apptest.PostgresURL(t))
+			}
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "purged deleted accounts") {
+				t.Fatalf("auth:purge-accounts: %v\n%s", err, out)
+			}
+			cmd = exec.Command(binary, "auth:prune-throttle")
 			cmd.Dir = t.TempDir()
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef"}
 			if db == apptest.Postgres {

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
 	"codeauth/internal/apptest"
+	"codeauth/mail"
 	"codeauth/models"
 
 	"github.com/google/uuid"
@@ -111,5 +113,53 @@ func TestBrowser_CheckoutClaim(t *testing.T) {
 	env.DB.Where("id = ?", p.ID).Take(&got)
 	if got.UserID != nil {
 		t.Fatal("the purchase went to another address")
+	}
+}
+
+// The web e-mail change end to end: the account page sends a link to the new address, the link's
+// page shows the change, and its button makes it.
+func TestBrowser_EmailChangeByLink(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.signedIn("ivan@example.com")
+	tab.open("/account")
+	tab.do(chromedpSendKeys("#new-email", "ivan.new@example.com"), chromedpClick("#email-change-form button[type=submit]"))
+	tab.waitFor(`document.querySelector('#change-status').textContent.includes('We sent a link')`)
+	link := env.Mailer.Last(mail.KindChangeEmailLink, "ivan.new@example.com").Link
+	if link == "" {
+		t.Fatal("no link mailed")
+	}
+	tab.open(strings.TrimPrefix(link, env.URL))
+	tab.screenshot("verify-email")
+	if got := tab.text("main strong"); got != "ivan.new@example.com" {
+		t.Fatalf("the page shows %q", got)
+	}
+	tab.do(chromedpClick("main form button[type=submit]"))
+	tab.waitPath("/account")
+	if got := tab.text("[data-testid=account-email]"); got != "ivan.new@example.com" {
+		t.Fatalf("account page shows %q after the change", got)
+	}
+}
+
+// Deleting from the account page signs out and lands on the grace-period page; signing in again
+// brings the account back.
+func TestBrowser_DeleteAndRestore(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.signedIn("judy@example.com")
+	tab.open("/account")
+	tab.do(chromedpClick("#delete-confirm"), chromedpClick("form[action='/account/delete'] button[type=submit]"))
+	tab.waitFor(`location.pathname === '/auth/account-deleted' && document.readyState === 'complete'`)
+	tab.screenshot("account-deleted")
+	if got := tab.text("[data-testid=deleted-until]"); !strings.Contains(got, "2026") {
+		t.Fatalf("the page says %q", got)
+	}
+	if tab.sessionCookie() != "" {
+		t.Fatal("still signed in after deleting")
+	}
+	tab.signedIn("judy@example.com")
+	tab.open("/account")
+	if got := tab.text("[data-testid=account-email]"); got != "judy@example.com" {
+		t.Fatalf("restored account shows %q", got)
 	}
 }

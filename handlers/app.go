@@ -121,6 +121,7 @@ func NewApp(d Deps) *fiber.App {
 	authGroup.Post("/change-email", limiter.Limit(middleware.RuleSendCode), fromDB, api.changeEmail)
 	authGroup.Get("/verify-email", limiter.Limit(middleware.RuleSignIn), api.verifyEmail)
 
+	apiGroup.Get("/openapi.json", openAPIDocument)
 	apiGroup.Get("/me", sessions.Require(middleware.Options{}, errUnauthorized), own.me)
 	apiGroup.Post("/marketing-consent", fromDB, own.marketingConsent)
 	apiGroup.Post("/account/delete", fromDB, func(c *fiber.Ctx) error { return own.deleteAccount(c, sessions) })

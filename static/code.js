@@ -39,13 +39,19 @@
       input.value = sanitize(input, text);
       submitWhenFull(input);
     });
-    input.addEventListener("input", function () {
+    var onInput = function () {
       var clean = sanitize(input, input.value);
       if (clean !== input.value) {
         input.value = clean;
       }
       submitWhenFull(input);
-    });
+    };
+    input.addEventListener("input", onInput);
+    // A value can arrive before this runs (autofill of the one-time code, fast typing): treat
+    // it as input too.
+    if (input.value) {
+      onInput();
+    }
   }
 
   function initCooldown(button) {

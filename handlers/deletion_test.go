@@ -1,0 +1,236 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/internal/apptest"
+	"codeauth/mail"
+	"codeauth/models"
+
+	"github.com/google/uuid"
+)
+
+// Catalogue G71: deleting the account ends every session at once (bearer, and this instance's
+// cookie caches); the person is told when the data goes; signing in before then restores the
+// same account, preferences and all.
+func TestDeletion_GraceAndRestore(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		app := e.SignIn("alice@example.com")
+		browser := e.SignIn("alice@example.com")
+		e.Post("/api/marketing-consent", nil, bearer(app)...)
+		r := e.Post("/api/account/delete", nil, bearer(app)...)
+		var body struct {
+			Success  bool
+			DeleteAt string
+		}
+		r.Decode(t, &body)
+		want := e.Clock.Now().Add(auth.DefaultDeletionGrace).Format("2006-01-02T15:04:05.000Z")
+		if !body.Success || body.DeleteAt != want {
+			t.Fatalf("delete: %d %s, want deleteAt %s", r.Status, r.Body, want)
+		}
+		expectNoSession(t, getSession(e, nil, bearer(app)...))
+		expectNoSession(t, getSession(e, browser.Cookies()))
+		e.Get("/api/me", bearer(browser)...).ExpectError(t, 401, "UNAUTHORIZED")
+		if !strings.Contains(e.Mailer.Last(mail.KindAccountDeleted, "alice@example.com").Text, "Sign in before then") {
+			t.Fatal("no deletion notice")
+		}
+		// Anonymous and repeated deletions are refused.
+		e.Post("/api/account/delete", nil).ExpectError(t, 401, "UNAUTHORIZED")
+
+		e.Clock.Advance(auth.DefaultDeletionGrace - time.Hour)
+		back := e.SignIn("alice@example.com")
+		if back.UserID != app.UserID {
+			t.Fatalf("signed in as %s, want the restored %s", back.UserID, app.UserID)
+		}
+		var me struct{ Preferences map[string]bool }
+		e.Get("/api/me", bearer(back)...).Decode(t, &me)
+		if !me.Preferences["marketingOptIn"] {
+			t.Fatal("the restored account lost its preferences")
+		}
+	})
+}
+
+// The nightly purge removes accounts past their grace period with their sessions, codes,
+// preferences and consent records; purchases stay, unlinked. A later sign-in makes a new account.
+func TestDeletion_Purge(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		gone := e.SignIn("gone@example.com")
+		kept := e.SignIn("kept@example.com")
+		e.Post("/api/marketing-consent", nil, bearer(gone)...)
+		p := models.Purchase{ID: uuid.NewString(), Email: "gone@example.com", UserID: &gone.UserID, Product: "Pro", PurchasedAt: e.Clock.Now(), CreatedAt: e.Clock.Now()}
+		e.DB.Create(&p)
+		e.Post("/api/account/delete", nil, bearer(gone)...)
+		e.Clock.Advance(auth.DefaultDeletionGrace - time.Minute)
+		e.Post("/api/account/delete", nil, bearer(kept)...) // deleted later: still in its grace period
+		e.Clock.Advance(2 * time.Minute)
+
+		purged, err := e.Auth.PurgeDeletedAccounts(context.Background())
+		if err != nil || purged != 1 {
+			t.Fatalf("purged %d, %v; want 1", purged, err)
+		}
+		var n int64
+		e.DB.Unscoped().Model(&models.User{}).Where("id = ?", gone.UserID).Count(&n)
+		if n != 0 {
+			t.Fatal("the purged account is still there")
+		}
+		for name, model := range map[string]any{"sessions": &models.Session{}, "user_data": &models.UserData{}, "consent": &models.ConsentEvent{}} {
+			if c := e.Count(model, "user_id = ?", gone.UserID); c != 0 {
+				t.Fatalf("%d %s rows of the purged account left", c, name)
+			}
+		}
+		var left models.Purchase
+		e.DB.Where("id = ?", p.ID).Take(&left)
+		if left.UserID != nil {
+			t.Fatal("the purchase still points at the purged account")
+		}
+		e.DB.Unscoped().Model(&models.User{}).Where("id = ?", kept.UserID).Count(&n)
+		if n != 1 {
+			t.Fatal("an account inside its grace period was purged")
+		}
+		again := e.SignIn("gone@example.com")
+		if again.UserID == gone.UserID {
+			t.Fatal("the purged account came back")
+		}
+		// Past the grace period, signing in gets a new account even before the purge runs.
+		e.Clock.Advance(auth.DefaultDeletionGrace)
+		fresh := e.SignIn("kept@example.com")
+		if fresh.UserID == kept.UserID {
+			t.Fatal("an account past its grace period was restored")
+		}
+	})
+}
+
+// The account page deletes with a confirmation and lands on the grace-period page.
+func TestDeletion_FromTheAccountPage(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	s := e.SignIn("alice@example.com")
+	post := func(v url.Values) *apptest.Response {
+		return e.Do(apptest.Request{Method: "POST", Path: "/account/delete", Body: v.Encode(), ContentType: "application/x-www-form-urlencoded",
+			Cookies: s.Cookies(), Header: http.Header{"Origin": {e.URL}}})
+	}
+	if r := post(url.Values{}); r.Status != 422 || !strings.Contains(string(r.Body), "Tick the box") {
+		t.Fatalf("without confirmation: %d", r.Status)
+	}
+	r := post(url.Values{"confirm": {"yes"}})
+	day := e.Clock.Now().Add(auth.DefaultDeletionGrace).Format("2006-01-02")
+	if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/auth/account-deleted?until="+day {
+		t.Fatalf("delete: %d to %q", r.Status, r.Header.Get("Location"))
+	}
+	if c := r.Cookie("auth.session_token"); c == nil || c.Value != "" {
+		t.Fatal("the cookie was not cleared")
+	}
+	page := e.Get(r.Header.Get("Location"))
+	if page.Status != 200 || !strings.Contains(string(page.Body), "31 March 2026") {
+		t.Fatalf("account-deleted page: %d", page.Status)
+	}
+}
+
+// Provider delivery through a 10-minute outage: answers never wait, nothing is lost, nothing is
+// sent twice, and codes that expired meanwhile are dropped (catalogue R4).
+func TestDelivery_ProviderOutage(t *testing.T) {
+	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+		t.Run(dialect, func(t *testing.T) { providerOutage(t, dialect) })
+	}
+}
+
+func providerOutage(t *testing.T, dialect string) {
+	{
+		provider := apptest.NewFakeProvider(t)
+		resend, err := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := apptest.New(t, dialect, apptest.WithProvider(resend))
+		svc := e
+		// Flush waits for deliveries in flight, so the clock never jumps past a worker's lease
+		// while it is sending.
+		flush := e.Mailer.Flush
+		provider.SetDown(true)
+		// Sent at the start of the outage: expires before it ends.
+		if r := svc.Post(sendPath, map[string]any{"email": "early@example.com", "type": "sign-in"}); r.Status != 200 {
+			t.Fatalf("send during the outage: %d", r.Status)
+		}
+		for minute := 0; minute < 10; minute++ {
+			e.Clock.Advance(time.Minute)
+			flush()
+			if minute == 6 {
+				// Sent late in the outage: still valid when it ends. Also a sign-up's welcome.
+				svc.Post(sendPath, map[string]any{"email": "late@example.com", "type": "sign-in"})
+			}
+		}
+		if len(provider.Delivered()) != 0 {
+			t.Fatal("the provider was down but something was delivered")
+		}
+		provider.SetDown(false)
+		e.Clock.Advance(5 * time.Minute) // past the retry backoff, before the late code expires
+		flush()
+		got := provider.Delivered()
+		if len(got) != 1 || got[0].To[0] != "late@example.com" {
+			t.Fatalf("delivered %+v, want only the late, still valid code", got)
+		}
+		if !strings.Contains(got[0].Subject, "is your") || !strings.Contains(got[0].HTML, "<html") || got[0].Text == "" {
+			t.Fatalf("the e-mail: %+v", got[0])
+		}
+		var expired models.OutboxMessage
+		e.DB.Where("recipient = ?", "early@example.com").Take(&expired)
+		if expired.Status != "abandoned" || len(expired.Payload) != 0 {
+			t.Fatalf("the expired code's message: %s, %d bytes kept", expired.Status, len(expired.Payload))
+		}
+		// Delivered messages keep no content.
+		var sent models.OutboxMessage
+		e.DB.Where("recipient = ?", "late@example.com").Take(&sent)
+		if sent.Status != "sent" || len(sent.Payload) != 0 || sent.SentAt == nil {
+			t.Fatalf("the delivered message: %+v", sent)
+		}
+		// Later flushes send nothing more.
+		requests := provider.Requests()
+		e.Clock.Advance(time.Hour)
+		flush()
+		if provider.Requests() != requests || len(provider.Delivered()) != 1 {
+			t.Fatal("a delivered message was sent again")
+		}
+	}
+}
+
+// A message whose delivery answer was lost is retried with the same idempotency key, so the
+// provider sends it once.
+func TestDelivery_LostAnswerIsNotSentTwice(t *testing.T) {
+	provider := apptest.NewFakeProvider(t)
+	resend, _ := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
+	e := apptest.New(t, apptest.SQLite, apptest.WithProvider(&lossy{Mailer: resend, lost: map[string]bool{}}))
+	svc := e
+	svc.Post(sendPath, map[string]any{"email": "alice@example.com", "type": "sign-in"})
+	for i := 0; i < 3; i++ {
+		e.Mailer.Flush()
+		e.Clock.Advance(mail.Backoff(i + 1))
+	}
+	if provider.Requests() < 2 || len(provider.Delivered()) != 1 {
+		t.Fatalf("%d requests, %d e-mails sent; want a retry and one e-mail", provider.Requests(), len(provider.Delivered()))
+	}
+}
+
+// lossy delivers each message but reports the first try as failed, as when the answer is lost on
+// the way back.
+type lossy struct {
+	mail.Mailer
+	mu   sync.Mutex
+	lost map[string]bool
+}
+
+func (l *lossy) Send(ctx context.Context, m mail.Message) error {
+	err := l.Mailer.Send(ctx, m)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && !l.lost[m.ID] {
+		l.lost[m.ID] = true
+		return context.DeadlineExceeded
+	}
+	return err
+}
