@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof" // served on DEBUG_PPROF_ADDR only
 	"os"
 	"os/signal"
 	"strconv"
@@ -182,6 +184,15 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 		Ready:          sqlDB.PingContext,
 		Logger:         log,
 	})
+	if cfg.PprofAddr != "" {
+		// Profiling, on a loopback address of its own, only when asked for.
+		go func() {
+			log.Info("profiler listening", "addr", cfg.PprofAddr)
+			if err := http.ListenAndServe(cfg.PprofAddr, nil); err != nil {
+				log.Error("profiler stopped", "error", err)
+			}
+		}()
+	}
 	go svc.RunNightly(ctx, svc.NightlyJobs())
 	// The outbox worker outlives the listener a little: it stops after the in-flight requests,
 	// finishing the message it is sending.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -69,6 +70,8 @@ type Config struct {
 	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
+	// PprofAddr, when set, serves Go's profiler there (DEBUG_PPROF_ADDR); loopback addresses only.
+	PprofAddr string
 	// LogLevel is the minimum level written to the log (LOG_LEVEL).
 	LogLevel slog.Level
 	// LogFormat is "text" or "json" (LOG_FORMAT).
@@ -241,6 +244,15 @@ func Load(lookup LookupFunc) (Config, error) {
 			bad("SITE_NAME", "must be at most 100 characters without control characters")
 		} else {
 			cfg.SiteName = v
+		}
+	}
+
+	if v := get("DEBUG_PPROF_ADDR"); v != "" {
+		host, _, err := net.SplitHostPort(v)
+		if ip, perr := netip.ParseAddr(host); err != nil || (host != "localhost" && (perr != nil || !ip.IsLoopback())) {
+			bad("DEBUG_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060", v)
+		} else {
+			cfg.PprofAddr = v
 		}
 	}
 

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"codeauth/models"
 )
 
 var composer = Composer{SiteName: "Acme", SiteURL: "https://auth.acme.test"}
@@ -229,5 +232,35 @@ func TestResendRequests(t *testing.T) {
 		if err == nil || errors.As(err, &permanent) != wantPermanent {
 			t.Fatalf("HTTP %d: %v (permanent %v, want %v)", s, err, errors.As(err, &permanent), wantPermanent)
 		}
+	}
+}
+
+// Of several codes for one address claimed in one batch, only the newest goes out (catalogue
+// R4: a replaced code is dead, so the last code a person receives must be the live one).
+func TestDropSuperseded(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1_700_000_000+int64(s), 0) }
+	batch := []models.OutboxMessage{
+		{ID: "a-old", Supersede: "a", CreatedAt: at(1)},
+		{ID: "welcome", CreatedAt: at(0)},
+		{ID: "a-new", Supersede: "a", CreatedAt: at(3)},
+		{ID: "b", Supersede: "b", CreatedAt: at(2)},
+		{ID: "a-mid", Supersede: "a", CreatedAt: at(2)},
+		{ID: "notice", CreatedAt: at(5)},
+	}
+	outcomes := make([]outcome, len(batch))
+	errs := make([]error, len(batch))
+	dropSuperseded(batch, outcomes, errs)
+	var kept []string
+	for i, row := range batch {
+		switch {
+		case outcomes[i] == 0 && errs[i] == nil:
+			kept = append(kept, row.ID)
+		case outcomes[i] == outcomeAbandoned && errors.Is(errs[i], errSuperseded):
+		default:
+			t.Fatalf("%s: outcome %d, error %v", row.ID, outcomes[i], errs[i])
+		}
+	}
+	if got := strings.Join(kept, " "); got != "welcome a-new b notice" {
+		t.Fatalf("kept %q, want the newest of each key and every message without one", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"codeauth/models"
@@ -37,7 +38,7 @@ const (
 	// pollInterval is how often the worker looks for due messages queued by other instances, or
 	// due for a retry, when nothing wakes it.
 	pollInterval = time.Second
-	batchSize    = 20
+	batchSize    = 50
 )
 
 // Backoff is the wait before delivery attempt n+1 after n failures: 10 s, 20 s, 40 s … up to
@@ -154,28 +155,45 @@ type DeliveryReport struct {
 	Sent, Failed, Abandoned int
 }
 
-// DeliverDue delivers every message that is due, once each, and reports what happened.
+// sendParallelism is how many messages of a batch are handed to the mailer at once.
+const sendParallelism = 8
+
+// DeliverDue delivers every message that is due, once each, and reports what happened. Messages
+// are claimed a batch at a time with one atomic UPDATE, sent in parallel, and their results
+// recorded together, so a busy queue costs a few statements per batch, not per message.
 func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	var report DeliveryReport
 	for ctx.Err() == nil {
-		now := o.clock()
-		var ids []string
-		err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).
-			Where("status = ? AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)", statusPending, now, now).
-			Order("created_at").Limit(batchSize).Pluck("id", &ids).Error
+		batch, err := o.claim(ctx)
 		if err != nil {
-			return report, fmt.Errorf("mail: finding due messages: %w", err)
+			return report, err
 		}
-		if len(ids) == 0 {
+		if len(batch) == 0 {
 			return report, nil
 		}
-		claimed := 0
-		for _, id := range ids {
-			ok, err := o.deliver(ctx, id)
-			if err != nil {
-				return report, err
+		outcomes := make([]outcome, len(batch))
+		errs := make([]error, len(batch))
+		dropSuperseded(batch, outcomes, errs)
+		sem := make(chan struct{}, sendParallelism)
+		var wg sync.WaitGroup
+		for i := range batch {
+			if outcomes[i] != 0 {
+				continue
 			}
-			switch ok {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				outcomes[i], errs[i] = o.send(ctx, batch[i])
+			}(i)
+		}
+		wg.Wait()
+		if err := o.record(ctx, batch, outcomes, errs); err != nil {
+			return report, err
+		}
+		for _, oc := range outcomes {
+			switch oc {
 			case outcomeSent:
 				report.Sent++
 			case outcomeFailed:
@@ -183,70 +201,120 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 			case outcomeAbandoned:
 				report.Abandoned++
 			}
-			if ok != outcomeNotClaimed {
-				claimed++
-			}
-		}
-		if claimed == 0 {
-			return report, nil // the batch went to other workers
 		}
 	}
 	return report, ctx.Err()
 }
 
+// errSuperseded is the reason recorded for a message a newer one replaced before it went out.
+var errSuperseded = errors.New("superseded")
+
+// dropSuperseded marks every message of batch that a newer message of the same batch supersedes
+// as abandoned, so that of several codes for one address claimed together only the live one is
+// sent, and the last code a person receives is always the one that works.
+func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []error) {
+	newest := map[string]int{}
+	for i, row := range batch {
+		if row.Supersede == "" {
+			continue
+		}
+		j, seen := newest[row.Supersede]
+		switch {
+		case !seen:
+			newest[row.Supersede] = i
+		case row.CreatedAt.After(batch[j].CreatedAt):
+			outcomes[j], errs[j] = outcomeAbandoned, errSuperseded
+			newest[row.Supersede] = i
+		default:
+			outcomes[i], errs[i] = outcomeAbandoned, errSuperseded
+		}
+	}
+}
+
 type outcome int
 
 const (
-	outcomeNotClaimed outcome = iota
-	outcomeSent
+	outcomeSent outcome = iota + 1
 	outcomeFailed
 	outcomeAbandoned
 )
 
-// deliver claims the message with one conditional UPDATE (so only one worker anywhere gets it)
-// and hands it to the mailer.
-func (o *Outbox) deliver(ctx context.Context, id string) (outcome, error) {
-	db := o.db.WithContext(ctx)
+// claim takes a lease on up to batchSize due messages with one conditional UPDATE, so that only
+// one worker anywhere gets each. On PostgreSQL, rows another worker is claiming are skipped
+// rather than waited for.
+func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
 	now := o.clock()
-	until := now.Add(lease)
-	res := db.Model(&models.OutboxMessage{}).
-		Where("id = ? AND status = ? AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)", id, statusPending, now, now).
-		Updates(map[string]any{"locked_until": until, "attempts": gorm.Expr("attempts + 1")})
-	if res.Error != nil {
-		return outcomeNotClaimed, fmt.Errorf("mail: claiming a message: %w", res.Error)
+	skipLocked := ""
+	if o.db.Dialector.Name() == "postgres" {
+		skipLocked = " FOR UPDATE SKIP LOCKED"
 	}
-	if res.RowsAffected != 1 {
-		return outcomeNotClaimed, nil
+	var batch []models.OutboxMessage
+	err := o.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ?, attempts = attempts + 1
+ WHERE id IN (SELECT id FROM outbox WHERE status = ? AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
+  ORDER BY next_attempt_at LIMIT ?`+skipLocked+`)
+ AND status = ? AND (locked_until IS NULL OR locked_until <= ?)
+ RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
+		now.Add(lease), statusPending, now, now, batchSize, statusPending, now).Scan(&batch).Error
+	if err != nil {
+		return nil, fmt.Errorf("mail: claiming messages: %w", err)
 	}
-	var row models.OutboxMessage
-	if err := db.Where("id = ?", id).Take(&row).Error; err != nil {
-		return outcomeNotClaimed, fmt.Errorf("mail: reading a message: %w", err)
-	}
-	if row.ExpiresAt != nil && !now.Before(*row.ExpiresAt) {
-		return outcomeAbandoned, o.finish(ctx, id, statusAbandoned, "expired before it could be delivered")
+	return batch, nil
+}
+
+// send hands one claimed message to the mailer.
+func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, error) {
+	if row.ExpiresAt != nil && !o.clock().Before(*row.ExpiresAt) {
+		return outcomeAbandoned, errors.New("expired before it could be delivered")
 	}
 	m, err := o.open(row)
 	if err != nil {
-		return outcomeAbandoned, o.finish(ctx, id, statusAbandoned, "unreadable: "+err.Error())
+		return outcomeAbandoned, fmt.Errorf("unreadable: %w", err)
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	err = o.mailer.Send(sendCtx, m)
 	cancel()
 	if err == nil {
-		return outcomeSent, o.finish(ctx, id, statusSent, "")
+		return outcomeSent, nil
 	}
 	var permanent *PermanentError
 	if errors.As(err, &permanent) || row.Attempts >= MaxAttempts {
-		o.log.ErrorContext(ctx, "outbox: giving up on a message", "kind", row.Kind, "id", id, "attempts", row.Attempts, "error", err)
-		return outcomeAbandoned, o.finish(ctx, id, statusAbandoned, err.Error())
+		o.log.ErrorContext(ctx, "outbox: giving up on a message", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
+		return outcomeAbandoned, err
 	}
-	o.log.WarnContext(ctx, "outbox: delivery failed, will retry", "kind", row.Kind, "id", id, "attempts", row.Attempts, "error", err)
-	next := o.clock().Add(Backoff(row.Attempts))
-	if err := db.Model(&models.OutboxMessage{}).Where("id = ?", id).
-		Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(err.Error(), 500)}).Error; err != nil {
-		return outcomeFailed, fmt.Errorf("mail: rescheduling: %w", err)
+	o.log.WarnContext(ctx, "outbox: delivery failed, will retry", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
+	return outcomeFailed, err
+}
+
+// record writes the results of a batch: the sent ones in one statement, the others each with
+// their reason and, for failures, the time of the next attempt.
+func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error) error {
+	var sent []string
+	for i, row := range batch {
+		switch outcomes[i] {
+		case outcomeSent:
+			sent = append(sent, row.ID)
+		case outcomeAbandoned:
+			if err := o.finish(ctx, row.ID, statusAbandoned, errs[i].Error()); err != nil {
+				return err
+			}
+		case outcomeFailed:
+			next := o.clock().Add(Backoff(row.Attempts))
+			if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ?", row.ID, statusPending).
+				Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
+				return fmt.Errorf("mail: rescheduling: %w", err)
+			}
+		}
 	}
-	return outcomeFailed, nil
+	if len(sent) == 0 {
+		return nil
+	}
+	now := o.clock()
+	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id IN ? AND status = ?", sent, statusPending).
+		Updates(map[string]any{"status": statusSent, "payload": []byte{}, "locked_until": nil, "sent_at": now, "last_error": ""}).Error
+	if err != nil {
+		return fmt.Errorf("mail: recording deliveries: %w", err)
+	}
+	return nil
 }
 
 // finish records a final status and drops the payload: a delivered or abandoned message keeps

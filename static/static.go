@@ -1,7 +1,7 @@
 // Package static holds the pages' assets, embedded in the binary so `go run .` needs no Node:
 // the built Tailwind CSS, the vendored htmx and the small script of the code input. Each asset is
-// hashed and compressed once at start, linked with its hash in the query string and served with a
-// one-year immutable cache lifetime.
+// hashed at start and compressed once, when first asked for (so starting stays fast), linked with
+// its hash in the query string and served with a one-year immutable cache lifetime.
 package static
 
 import (
@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/andybalholm/brotli"
 )
@@ -23,14 +24,31 @@ import (
 //go:embed *.css *.js *.svg
 var files embed.FS
 
-// Asset is one embedded file with its precompressed forms.
+// Asset is one embedded file; its compressed forms are made on first use.
 type Asset struct {
 	Name        string
 	ContentType string
 	Hash        string
 	Raw         []byte
-	Gzip        []byte
-	Brotli      []byte
+	compressed  sync.Once
+	gzip        []byte
+	brotli      []byte
+}
+
+// compress makes the gzip and brotli forms.
+func (a *Asset) compress() {
+	a.compressed.Do(func() {
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(a.Raw)
+		zw.Close()
+		a.gzip = gz.Bytes()
+		var br bytes.Buffer
+		bw := brotli.NewWriterLevel(&br, brotli.BestCompression)
+		bw.Write(a.Raw)
+		bw.Close()
+		a.brotli = br.Bytes()
+	})
 }
 
 var assets = load()
@@ -56,16 +74,6 @@ func load() map[string]*Asset {
 		if a.ContentType == "" {
 			a.ContentType = "application/octet-stream"
 		}
-		var gz bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-		zw.Write(raw)
-		zw.Close()
-		a.Gzip = gz.Bytes()
-		var br bytes.Buffer
-		bw := brotli.NewWriterLevel(&br, brotli.BestCompression)
-		bw.Write(raw)
-		bw.Close()
-		a.Brotli = br.Bytes()
 		out[e.Name()] = a
 	}
 	return out
@@ -100,9 +108,11 @@ func URL(name string) string {
 func (a *Asset) Pick(acceptEncoding string) ([]byte, string) {
 	switch {
 	case accepts(acceptEncoding, "br"):
-		return a.Brotli, "br"
+		a.compress()
+		return a.brotli, "br"
 	case accepts(acceptEncoding, "gzip"):
-		return a.Gzip, "gzip"
+		a.compress()
+		return a.gzip, "gzip"
 	}
 	return a.Raw, ""
 }

@@ -1,0 +1,450 @@
+// Command loadtest measures the service, from outside, the way its users load it:
+//
+//	loadtest -mode bearer  session reads by bearer token (GET /api/auth/get-session)
+//	loadtest -mode cookie  session reads by cookie, answered from the cookie cache
+//	loadtest -mode flow    full sign-ins: send a code to a fresh address, read it from the console
+//	                       mailer's output, verify it, read the session
+//	loadtest -mode start   time from starting the binary to /readyz answering
+//
+// Every request comes from its own X-Forwarded-For address, so the per-IP limits stay on and are
+// not what is measured. With -server the tool starts the service binary itself (and so reads its
+// console and its memory); otherwise it targets -url and reads codes from -console.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+type options struct {
+	url, mode, server, console string
+	conns                      int
+	duration, warmup           time.Duration
+	env                        []string
+}
+
+func main() {
+	var o options
+	var env string
+	flag.StringVar(&o.url, "url", "http://127.0.0.1:3000", "base URL of the service")
+	flag.StringVar(&o.mode, "mode", "bearer", "bearer, cookie, flow or start")
+	flag.StringVar(&o.server, "server", "", "service binary to start (its stdout is the console)")
+	flag.StringVar(&o.console, "console", "", "file with the service's console output (without -server)")
+	flag.StringVar(&env, "env", "", "comma-separated NAME=value pairs for -server")
+	flag.IntVar(&o.conns, "c", 32, "concurrent connections (or flows)")
+	flag.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before measuring")
+	flag.Parse()
+	if env != "" {
+		o.env = strings.Split(env, ",")
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	var srv *server
+	if o.server != "" {
+		var err error
+		if srv, err = startServer(o); err != nil {
+			return err
+		}
+		defer srv.stop()
+		fmt.Printf("start-to-ready: %s\n", srv.ready.Round(time.Millisecond))
+		if o.mode == "start" {
+			return nil
+		}
+	} else if o.mode == "start" {
+		return errors.New("-mode start needs -server")
+	}
+	codes := newCodeBook()
+	switch {
+	case srv != nil:
+		codes.follow(srv.stdout)
+	case o.console != "":
+		f, err := os.Open(o.console)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		f.Seek(0, io.SeekEnd)
+		codes.follow(tail{f})
+	default:
+		return errors.New("codes are read from the console: give -server or -console")
+	}
+	c := newClient(o)
+	var res *result
+	switch o.mode {
+	case "bearer", "cookie":
+		s, err := c.signIn(fmt.Sprintf("load-%d@example.com", time.Now().UnixNano()), codes)
+		if err != nil {
+			return fmt.Errorf("signing in: %w", err)
+		}
+		res = c.reads(o, s)
+	case "flow":
+		res = c.flows(o, codes)
+	default:
+		return fmt.Errorf("unknown -mode %q", o.mode)
+	}
+	res.print(o)
+	if srv != nil {
+		fmt.Printf("server RSS: %.1f MB (peak %.1f MB)\n", srv.rss("VmRSS"), srv.rss("VmHWM"))
+	}
+	return res.err
+}
+
+// server is the service binary the tool started.
+type server struct {
+	cmd    *exec.Cmd
+	stdout io.Reader
+	ready  time.Duration
+}
+
+func startServer(o options) (*server, error) {
+	cmd := exec.Command(o.server)
+	cmd.Env = append(os.Environ(), o.env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	started := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		status, _, err := fasthttp.GetTimeout(nil, o.url+"/readyz", time.Second)
+		if err == nil && status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			return nil, errors.New("the server did not become ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return &server{cmd: cmd, stdout: stdout, ready: time.Since(started)}, nil
+}
+
+func (s *server) stop() {
+	s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+	}
+}
+
+// rss reads a memory figure (VmRSS, VmHWM) of the server process, in MB.
+func (s *server) rss(field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// tail reads a growing file.
+type tail struct{ f *os.File }
+
+func (t tail) Read(p []byte) (int, error) {
+	for {
+		n, err := t.f.Read(p)
+		if n > 0 || (err != nil && err != io.EOF) {
+			return n, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// codeBook collects the codes the console mailer prints, by address.
+type codeBook struct {
+	mu      sync.Mutex
+	codes   map[string]string
+	waiters map[string]chan string
+}
+
+var codeLine = regexp.MustCompile(`^mail kind=sign-in-code to=(\S+) code=(\S+)`)
+
+func newCodeBook() *codeBook {
+	return &codeBook{codes: map[string]string{}, waiters: map[string]chan string{}}
+}
+
+func (b *codeBook) follow(r io.Reader) {
+	go func() {
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			if m := codeLine.FindStringSubmatch(s.Text()); m != nil {
+				b.mu.Lock()
+				if w, ok := b.waiters[m[1]]; ok {
+					w <- m[2]
+					delete(b.waiters, m[1])
+				} else {
+					b.codes[m[1]] = m[2]
+				}
+				b.mu.Unlock()
+			}
+		}
+	}()
+}
+
+// wait returns the code mailed to email, waiting for the line to appear.
+func (b *codeBook) wait(email string, timeout time.Duration) (string, error) {
+	b.mu.Lock()
+	if code, ok := b.codes[email]; ok {
+		delete(b.codes, email)
+		b.mu.Unlock()
+		return code, nil
+	}
+	ch := make(chan string, 1)
+	b.waiters[email] = ch
+	b.mu.Unlock()
+	select {
+	case code := <-ch:
+		return code, nil
+	case <-time.After(timeout):
+		b.mu.Lock()
+		delete(b.waiters, email)
+		b.mu.Unlock()
+		return "", fmt.Errorf("no code for %s on the console", email)
+	}
+}
+
+// client sends the requests, each from its own forwarded address.
+type client struct {
+	hc  *fasthttp.Client
+	url string
+	seq atomic.Uint64
+}
+
+func newClient(o options) *client {
+	return &client{url: o.url, hc: &fasthttp.Client{MaxConnsPerHost: o.conns * 2, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}}
+}
+
+func (c *client) do(method, path string, body []byte, header ...string) (int, *fasthttp.Response, error) {
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	resp := fasthttp.AcquireResponse()
+	req.SetRequestURI(c.url + path)
+	req.Header.SetMethod(method)
+	n := c.seq.Add(1)
+	req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255))
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	if body != nil {
+		req.Header.SetContentType("application/json")
+		req.SetBody(body)
+	}
+	err := c.hc.Do(req, resp)
+	return resp.StatusCode(), resp, err
+}
+
+// session is a signed-in client.
+type session struct {
+	bearer, cookie string
+}
+
+func (c *client) signIn(email string, codes *codeBook) (session, error) {
+	status, resp, err := c.do("POST", "/api/auth/email-otp/send-verification-otp", []byte(`{"email":"`+email+`","type":"sign-in"}`))
+	fasthttp.ReleaseResponse(resp)
+	if err != nil || status != 200 {
+		return session{}, fmt.Errorf("send: %d %v", status, err)
+	}
+	code, err := codes.wait(email, 10*time.Second)
+	if err != nil {
+		return session{}, err
+	}
+	status, resp, err = c.do("POST", "/api/auth/sign-in/email-otp", []byte(`{"email":"`+email+`","otp":"`+code+`"}`))
+	defer fasthttp.ReleaseResponse(resp)
+	if err != nil || status != 200 {
+		return session{}, fmt.Errorf("verify: %d %v", status, err)
+	}
+	s := session{bearer: string(resp.Header.Peek("set-auth-token"))}
+	var cookies []string
+	resp.Header.VisitAllCookie(func(key, value []byte) {
+		var ck fasthttp.Cookie
+		ck.ParseBytes(value)
+		cookies = append(cookies, string(ck.Key())+"="+string(ck.Value()))
+	})
+	s.cookie = strings.Join(cookies, "; ")
+	return s, nil
+}
+
+// result is what a run measured.
+type result struct {
+	ops     atomic.Int64
+	errors  atomic.Int64
+	elapsed time.Duration
+	mu      sync.Mutex
+	steps   map[string][]time.Duration
+	err     error
+}
+
+func (r *result) record(step string, d time.Duration) {
+	r.mu.Lock()
+	r.steps[step] = append(r.steps[step], d)
+	r.mu.Unlock()
+}
+
+func (r *result) print(o options) {
+	unit := "req/s"
+	if o.mode == "flow" {
+		unit = "flows/s"
+	}
+	fmt.Printf("mode %s, %d connections, %s: %.0f %s, %d errors\n", o.mode, o.conns, r.elapsed.Round(time.Millisecond),
+		float64(r.ops.Load())/r.elapsed.Seconds(), unit, r.errors.Load())
+	var names []string
+	for n := range r.steps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := r.steps[n]
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		pct := func(p float64) time.Duration { return d[int(float64(len(d)-1)*p)] }
+		fmt.Printf("  %-12s p50 %8s  p99 %8s  (%d)\n", n, pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), len(d))
+	}
+}
+
+// measure runs work on o.conns goroutines for the warm-up and then the measured duration.
+func measure(o options, res *result, work func(measuring bool)) {
+	var measuring atomic.Bool
+	ctx, cancel := context.WithTimeout(context.Background(), o.warmup+o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := 0; i < o.conns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				work(measuring.Load())
+			}
+		}()
+	}
+	time.Sleep(o.warmup)
+	measuring.Store(true)
+	start := time.Now()
+	<-ctx.Done()
+	res.elapsed = time.Since(start)
+	wg.Wait()
+}
+
+func (c *client) reads(o options, s session) *result {
+	res := &result{steps: map[string][]time.Duration{}}
+	header := []string{"Authorization", "Bearer " + s.bearer}
+	if o.mode == "cookie" {
+		header = []string{"Cookie", s.cookie}
+	}
+	var checked atomic.Bool
+	measure(o, res, func(measuring bool) {
+		start := time.Now()
+		status, resp, err := c.do("GET", "/api/auth/get-session", nil, header...)
+		ok := err == nil && status == 200 && len(resp.Body()) > 10
+		if ok && !checked.Swap(true) && o.mode == "cookie" && len(resp.Header.PeekCookie("auth.session_data")) > 0 {
+			// The cache answers without setting a new cache cookie; a DB answer sets one.
+			fmt.Println("warning: the answer came from the database, not the cookie cache")
+		}
+		fasthttp.ReleaseResponse(resp)
+		if !measuring {
+			return
+		}
+		if !ok {
+			res.errors.Add(1)
+			return
+		}
+		res.ops.Add(1)
+		res.record("get-session", time.Since(start))
+	})
+	if res.errors.Load() > 0 {
+		res.err = fmt.Errorf("%d requests failed", res.errors.Load())
+	}
+	return res
+}
+
+func (c *client) flows(o options, codes *codeBook) *result {
+	res := &result{steps: map[string][]time.Duration{}}
+	var n atomic.Int64
+	run := time.Now().UnixNano()
+	measure(o, res, func(measuring bool) {
+		email := fmt.Sprintf("flow-%d-%d@example.com", run, n.Add(1))
+		begin := time.Now()
+		step := func(name string, f func() error) bool {
+			start := time.Now()
+			if err := f(); err != nil {
+				if measuring {
+					res.errors.Add(1)
+					fmt.Fprintln(os.Stderr, name+":", err)
+				}
+				return false
+			}
+			if measuring {
+				res.record(name, time.Since(start))
+			}
+			return true
+		}
+		var code string
+		var bearer string
+		ok := step("send", func() error {
+			status, resp, err := c.do("POST", "/api/auth/email-otp/send-verification-otp", []byte(`{"email":"`+email+`","type":"sign-in"}`))
+			fasthttp.ReleaseResponse(resp)
+			if err != nil || status != 200 {
+				return fmt.Errorf("%d %v", status, err)
+			}
+			return nil
+		}) && step("code-mailed", func() (err error) {
+			code, err = codes.wait(email, 30*time.Second)
+			return err
+		}) && step("verify", func() error {
+			status, resp, err := c.do("POST", "/api/auth/sign-in/email-otp", []byte(`{"email":"`+email+`","otp":"`+code+`"}`))
+			defer fasthttp.ReleaseResponse(resp)
+			if err != nil || status != 200 {
+				return fmt.Errorf("%d %v", status, err)
+			}
+			bearer = string(resp.Header.Peek("set-auth-token"))
+			return nil
+		}) && step("get-session", func() error {
+			status, resp, err := c.do("GET", "/api/auth/get-session", nil, "Authorization", "Bearer "+bearer)
+			defer fasthttp.ReleaseResponse(resp)
+			var body struct{ User struct{ Email string } }
+			if err != nil || status != 200 || json.Unmarshal(resp.Body(), &body) != nil || body.User.Email != email {
+				return fmt.Errorf("%d %v", status, err)
+			}
+			return nil
+		})
+		if ok && measuring {
+			res.ops.Add(1)
+			res.record("flow", time.Since(begin))
+		}
+	})
+	if res.errors.Load() > 0 {
+		res.err = fmt.Errorf("%d steps failed", res.errors.Load())
+	}
+	return res
+}
