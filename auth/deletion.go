@@ -21,10 +21,17 @@ const JobPurgeAccounts = "auth:purge-accounts"
 // DeletionGrace is the configured grace period.
 func (s *Service) DeletionGrace() time.Duration { return s.deletionGrace }
 
-// DeleteAccount soft-deletes the account: every session ends at once, the person is told by
-// e-mail when the data goes, and signing in before then restores the account as it was. It
-// returns the moment the data goes.
-func (s *Service) DeleteAccount(ctx context.Context, userID string) (time.Time, error) {
+// DeleteAccount soft-deletes the account of the signed-in session, which must be fresh: every
+// session ends at once, the person is told by e-mail when the data goes, and signing in before
+// then restores the account as it was. Restore links of recent address changes keep working (and
+// undo the deletion too), and each of those old addresses is told: someone who took the account
+// over and then deleted it must not destroy the owner's way back. It returns the moment the data
+// goes.
+func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Time, error) {
+	if err := s.requireFresh(st); err != nil {
+		return time.Time{}, err
+	}
+	userID := st.User.ID
 	now := s.now()
 	purgeAt := now.Add(s.deletionGrace)
 	var revoked []string
@@ -41,11 +48,29 @@ func (s *Service) DeleteAccount(ctx context.Context, userID string) (time.Time, 
 		if revoked, err = s.endSessions(tx, userID, ""); err != nil {
 			return err
 		}
-		if err := tx.Where("subject = ? OR subject LIKE ?", userID, userID+":%").Delete(&models.Verification{}).Error; err != nil {
+		// Pending address changes die with the account; restore links do not.
+		if err := tx.Where("subject = ?", userID).Delete(&models.Verification{}).Error; err != nil {
 			return err
 		}
-		m, err := s.compose.AccountDeleted(user.Email, purgeAt.Format("2 January 2006"))
-		return s.queue(tx, m, err, mail.EnqueueOptions{})
+		m, err := s.compose.AccountDeleted(user.Email, purgeAt)
+		if err := s.queue(tx, m, err, mail.EnqueueOptions{}); err != nil {
+			return err
+		}
+		var links []models.Verification
+		if err := tx.Where("purpose = ? AND subject LIKE ? AND expires_at > ?", purposeRestore, restoreSubjects(userID), now).
+			Find(&links).Error; err != nil {
+			return err
+		}
+		for _, link := range links {
+			if link.Email == user.Email {
+				continue
+			}
+			m, err := s.compose.FormerAddressDeleted(link.Email, user.Email, purgeAt, link.ExpiresAt)
+			if err := s.queue(tx, m, err, mail.EnqueueOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -57,46 +82,67 @@ func (s *Service) DeleteAccount(ctx context.Context, userID string) (time.Time, 
 }
 
 // PurgeDeletedAccounts removes the accounts deleted longer ago than the grace period, with their
-// sessions, codes, preferences and consent records. Purchases are kept, unlinked.
+// sessions, codes, restore links, queued e-mail, preferences and consent records. Purchases are
+// kept, unlinked.
 func (s *Service) PurgeDeletedAccounts(ctx context.Context) (int64, error) {
 	cutoff := s.now().Add(-s.deletionGrace)
-	var users []models.User
-	if err := s.db.WithContext(ctx).Unscoped().Where("deleted_at IS NOT NULL AND deleted_at <= ?", cutoff).
-		Find(&users).Error; err != nil {
+	var ids []string
+	if err := s.db.WithContext(ctx).Unscoped().Model(&models.User{}).Where("deleted_at IS NOT NULL AND deleted_at <= ?", cutoff).
+		Pluck("id", &ids).Error; err != nil {
 		return 0, fmt.Errorf("auth: finding accounts to purge: %w", err)
 	}
 	var purged int64
-	for start := 0; start < len(users); start += 100 {
-		batch := users[start:min(start+100, len(users))]
-		if err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return purgeUsers(tx, batch) }); err != nil {
+	for start := 0; start < len(ids); start += 100 {
+		batch := ids[start:min(start+100, len(ids))]
+		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			n, err := purgeUsers(tx, batch, cutoff)
+			purged += n
+			return err
+		})
+		if err != nil {
 			return purged, err
 		}
-		purged += int64(len(batch))
 	}
 	return purged, nil
 }
 
-// purgeUsers hard-deletes users inside tx. The foreign keys cascade to sessions, accounts, user
-// data and consent events; purchases and codes are handled here so nothing depends on them.
-func purgeUsers(tx *gorm.DB, users []models.User) error {
-	ids := make([]string, len(users))
+// purgeUsers hard-deletes, inside tx, those of the users ids that are still deleted since before
+// cutoff (one may have been restored since it was picked), and returns how many. The foreign keys
+// cascade to sessions, accounts, user data and consent events; purchases, codes, links and
+// queued e-mail are handled here so nothing depends on them.
+func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
+	var users []models.User
+	if err := models.ForUpdate(tx.Unscoped()).Where("id IN ? AND deleted_at IS NOT NULL AND deleted_at <= ?", ids, cutoff).
+		Find(&users).Error; err != nil {
+		return 0, fmt.Errorf("auth: locking accounts to purge: %w", err)
+	}
+	if len(users) == 0 {
+		return 0, nil
+	}
+	ids = make([]string, len(users))
+	emails := make([]string, len(users))
 	for i, u := range users {
-		ids[i] = u.ID
-		if err := tx.Where("subject = ? OR subject = ? OR subject LIKE ?", u.Email, u.ID, u.ID+":%").
+		ids[i], emails[i] = u.ID, u.Email
+		if err := tx.Where("subject = ? OR subject = ? OR subject LIKE ?", u.Email, u.ID, restoreSubjects(u.ID)).
 			Delete(&models.Verification{}).Error; err != nil {
-			return err
+			return 0, err
 		}
 	}
+	// The e-mail queued for the account's address goes with it. (Notices to its former addresses,
+	// which may belong to other accounts now, are left to the outbox's own retention.)
+	if err := tx.Where("recipient IN ?", emails).Delete(&models.OutboxMessage{}).Error; err != nil {
+		return 0, fmt.Errorf("auth: purging queued e-mail: %w", err)
+	}
 	if err := tx.Model(&models.Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {
-		return err
+		return 0, err
 	}
 	for _, m := range []any{&models.Session{}, &models.Account{}, &models.UserData{}, &models.ConsentEvent{}} {
 		if err := tx.Where("user_id IN ?", ids).Delete(m).Error; err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if err := tx.Unscoped().Where("id IN ?", ids).Delete(&models.User{}).Error; err != nil {
-		return fmt.Errorf("auth: purging accounts: %w", err)
+		return 0, fmt.Errorf("auth: purging accounts: %w", err)
 	}
-	return nil
+	return int64(len(users)), nil
 }

@@ -66,10 +66,14 @@ func (s *Service) addressTaken(ctx context.Context, email string) (bool, error) 
 	return n > 0, err
 }
 
-// RequestEmailChangeCode e-mails a change-email code to the new address (the app flow). An
-// address that belongs to another account gets nothing, and the caller the same answer, so the
-// request reveals nothing; the final step then fails like a wrong code.
-func (s *Service) RequestEmailChangeCode(ctx context.Context, user models.User, rawNew string) error {
+// RequestEmailChangeCode e-mails a change-email code to the new address (the app flow). The
+// session must be fresh. An address that belongs to another account gets nothing, and the caller
+// the same answer, so the request reveals nothing; the final step then fails like a wrong code.
+func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, rawNew string) error {
+	if err := s.requireFresh(st); err != nil {
+		return err
+	}
+	user := st.User
 	email, err := newAddress(user, rawNew)
 	if err != nil {
 		return err
@@ -113,13 +117,17 @@ func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, raw
 	return user, err
 }
 
-// RequestEmailChangeLink e-mails a confirmation link to the new address (the web flow). callback
-// is where the confirmation page goes afterwards; the caller has checked it. A taken address gets
-// nothing and the same answer.
-func (s *Service) RequestEmailChangeLink(ctx context.Context, user models.User, rawNew, callback string) error {
+// RequestEmailChangeLink e-mails a confirmation link to the new address (the web flow). The
+// session must be fresh. callback is where the confirmation page goes afterwards; the caller has
+// checked it. A taken address gets nothing and the same answer.
+func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, rawNew, callback string) error {
 	if !s.changeLinks {
 		return ErrChangeLinksDisabled
 	}
+	if err := s.requireFresh(st); err != nil {
+		return err
+	}
+	user := st.User
 	email, err := newAddress(user, rawNew)
 	if err != nil {
 		return err
@@ -231,7 +239,7 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 			Delete(&models.Verification{}).Error; err != nil {
 			return err
 		}
-		token, rv, err := s.issueLink(tx, purposeRestore, userID+":"+oldEmail, oldEmail, "", RestoreLinkLifetime)
+		token, rv, err := s.issueLink(tx, purposeRestore, restoreSubject(userID, oldEmail), oldEmail, "", RestoreLinkLifetime)
 		if err != nil {
 			return err
 		}
@@ -255,6 +263,8 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 type PendingRestore struct {
 	OldEmail     string
 	CurrentEmail string
+	// Deleted means the account is in its deletion grace period: restoring also undeletes it.
+	Deleted bool
 }
 
 // PendingEmailRestore reads a restore link without using it.
@@ -263,7 +273,7 @@ func (s *Service) PendingEmailRestore(ctx context.Context, token string) (Pendin
 	if err != nil {
 		return PendingRestore{}, err
 	}
-	return PendingRestore{OldEmail: v.Email, CurrentEmail: user.Email}, nil
+	return PendingRestore{OldEmail: v.Email, CurrentEmail: user.Email, Deleted: user.DeletedAt.Valid}, nil
 }
 
 func (s *Service) checkRestoreLink(ctx context.Context, token string) (*models.Verification, models.User, error) {
@@ -275,16 +285,20 @@ func (s *Service) checkRestoreLink(ctx context.Context, token string) (*models.V
 		return nil, models.User{}, ErrInvalidToken
 	}
 	userID, _, _ := strings.Cut(v.Subject, ":")
+	// A deleted account in its grace period can still be restored: deleting it may be what the
+	// person who took it over did next.
 	var user models.User
-	if err := s.db.WithContext(ctx).Where("id = ?", userID).Take(&user).Error; err != nil {
+	if err := s.db.WithContext(ctx).Unscoped().Where("id = ?", userID).Take(&user).Error; err != nil {
 		return nil, models.User{}, ErrInvalidToken
 	}
 	return v, user, nil
 }
 
-// RestoreEmail uses the link sent to an old address: the account gets that address back and every
-// one of its sessions ends, so whoever changed it is signed out. Later changes do not void the
-// link; each old address keeps its own.
+// RestoreEmail uses the link sent to an old address: the account gets that address back, a
+// deletion in its grace period is undone, and every one of its sessions ends, so whoever changed
+// it is signed out. Later changes do not void the link; each old address keeps its own. Using it
+// voids the restore links of every change made after it, so whoever made those changes cannot
+// take the account back with the link their own address received.
 func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, error) {
 	v, user, err := s.checkRestoreLink(ctx, token)
 	if err != nil {
@@ -300,17 +314,22 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 		if !ok {
 			return ErrInvalidToken
 		}
+		changes := map[string]any{"email_verified": true, "updated_at": now, "deleted_at": nil}
 		if v.Email != user.Email {
-			res := tx.Model(&models.User{}).Where("id = ?", user.ID).
-				Updates(map[string]any{"email": v.Email, "email_verified": true, "updated_at": now})
-			if errors.Is(res.Error, gorm.ErrDuplicatedKey) {
-				return ErrEmailTaken
-			}
-			if res.Error != nil {
-				return fmt.Errorf("auth: restoring the address: %w", res.Error)
-			}
+			changes["email"] = v.Email
+		}
+		err = tx.Unscoped().Model(&models.User{}).Where("id = ?", user.ID).Updates(changes).Error
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			return ErrEmailTaken
+		}
+		if err != nil {
+			return fmt.Errorf("auth: restoring the address: %w", err)
 		}
 		if revoked, err = s.endSessions(tx, user.ID, ""); err != nil {
+			return err
+		}
+		if err := tx.Where("purpose = ? AND subject LIKE ? AND created_at >= ?", purposeRestore, restoreSubjects(user.ID), v.CreatedAt).
+			Delete(&models.Verification{}).Error; err != nil {
 			return err
 		}
 		return tx.Where("subject = ? AND purpose IN ?", user.ID, []string{PurposeChangeEmail, purposeChangeLink}).
@@ -320,10 +339,18 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 		return models.User{}, err
 	}
 	s.revokeLocally(revoked)
-	s.log.InfoContext(ctx, "e-mail address restored", "user_id", user.ID, "sessions_ended", len(revoked))
-	user.Email, user.EmailVerified = v.Email, true
+	s.log.InfoContext(ctx, "e-mail address restored", "user_id", user.ID, "sessions_ended", len(revoked), "undeleted", user.DeletedAt.Valid)
+	user.Email, user.EmailVerified, user.DeletedAt = v.Email, true, gorm.DeletedAt{}
 	return user, nil
 }
+
+// restoreSubject is the subject of the restore link of one old address of the user: each old
+// address keeps its own link.
+func restoreSubject(userID, oldEmail string) string { return userID + ":" + oldEmail }
+
+// restoreSubjects is the LIKE pattern matching every restore-link subject of the user. A user id
+// is a UUID, so it holds no LIKE wildcard.
+func restoreSubjects(userID string) string { return userID + ":%" }
 
 // issueLink stores a link token inside tx, replacing any live one for purpose and subject, and
 // returns the token: "<row id>.<32 random bytes, base64url>". Only an HMAC of the secret is kept,

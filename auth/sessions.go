@@ -23,7 +23,28 @@ const (
 	SessionRefreshAge = 24 * time.Hour
 	// CookieCacheTTL is how long the session_data cookie may answer for the database.
 	CookieCacheTTL = 300 * time.Second
+	// FreshAge is how recently the session must have been signed in for the operations that could
+	// hand the account to someone else: asking to change its address and deleting it. An older
+	// session signs in again first, with a code to the current address (catalogue J84: ASVS 5.0
+	// 7.5.1; SP 800-63B-4 asks for an authentication at most 20 minutes old).
+	FreshAge = 20 * time.Minute
 )
+
+// ErrSessionNotFresh means the session was signed in longer ago than FreshAge: sign in again.
+var ErrSessionNotFresh = errors.New("auth: session is not fresh")
+
+// Fresh reports whether the session was signed in at most FreshAge ago.
+func (s *Service) Fresh(st *SessionState) bool {
+	return st != nil && !s.now().After(st.Session.CreatedAt.Add(FreshAge))
+}
+
+// requireFresh is ErrSessionNotFresh unless the session is fresh.
+func (s *Service) requireFresh(st *SessionState) error {
+	if !s.Fresh(st) {
+		return ErrSessionNotFresh
+	}
+	return nil
+}
 
 // SessionState is a live session with its user, as one request sees it.
 type SessionState struct {

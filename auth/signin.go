@@ -105,7 +105,25 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 // first verifications exactly one creates the account and runs the effects; the other signs in.
 // A soft-deleted account inside its grace period is restored by signing in; past it, it is
 // purged and a new account is made.
+//
+// An existing account's row stays locked until the sign-in commits, so an address change or
+// restore that commits meanwhile waits for it, and then ends the new session with the others;
+// without the lock the new session could outlive the restore that was meant to end it.
 func (s *Service) findOrCreateUser(tx *gorm.DB, email, name string) (models.User, bool, error) {
+	for range 3 {
+		user, created, err := s.findOrCreateUserOnce(tx, email, name)
+		if !errors.Is(err, errAddressMoved) {
+			return user, created, err
+		}
+	}
+	return models.User{}, false, fmt.Errorf("auth: the account of an address kept moving during a sign-in")
+}
+
+// errAddressMoved means the account that held the address moved to another one between the
+// insert and the read: look again.
+var errAddressMoved = errors.New("auth: address moved")
+
+func (s *Service) findOrCreateUserOnce(tx *gorm.DB, email, name string) (models.User, bool, error) {
 	now := s.now()
 	user := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
 	ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(&user)
@@ -120,16 +138,20 @@ func (s *Service) findOrCreateUser(tx *gorm.DB, email, name string) (models.User
 	}
 
 	var existing models.User
-	if err := tx.Unscoped().Where("email = ?", email).Take(&existing).Error; err != nil {
+	err := models.ForUpdate(tx.Unscoped()).Where("email = ?", email).Take(&existing).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return models.User{}, false, errAddressMoved
+	}
+	if err != nil {
 		return models.User{}, false, fmt.Errorf("auth: reading a user: %w", err)
 	}
 	if existing.DeletedAt.Valid && !now.Before(existing.DeletedAt.Time.Add(s.deletionGrace)) {
 		// Past its grace period the account is gone, whether or not the nightly purge has run:
 		// purge it now and sign up afresh.
-		if err := purgeUsers(tx, []models.User{existing}); err != nil {
+		if _, err := purgeUsers(tx, []string{existing.ID}, now.Add(-s.deletionGrace)); err != nil {
 			return models.User{}, false, err
 		}
-		return s.findOrCreateUser(tx, email, name)
+		return models.User{}, false, errAddressMoved
 	}
 	changes := map[string]any{}
 	if existing.DeletedAt.Valid {

@@ -3,7 +3,9 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"codeauth/auth"
 	"codeauth/internal/apptest"
 	"codeauth/mail"
 	"codeauth/models"
@@ -161,5 +163,33 @@ func TestBrowser_DeleteAndRestore(t *testing.T) {
 	tab.open("/account")
 	if got := tab.text("[data-testid=account-email]"); got != "judy@example.com" {
 		t.Fatalf("restored account shows %q", got)
+	}
+}
+
+// Catalogue J84: with a sign-in older than auth.FreshAge the account page asks to sign in again
+// before the address can change or the account be deleted; the sign-in page then has the address
+// filled in, and the new code brings the forms back.
+func TestBrowser_SignInAgainForSensitiveChanges(t *testing.T) {
+	env := apptest.New(t, apptest.SQLite)
+	tab := newTab(t, env)
+	tab.signedIn("heidi@example.com")
+	env.Clock.Advance(auth.FreshAge + time.Second)
+	tab.open("/account")
+	if n := eval[int](tab, `document.querySelectorAll('[data-testid=reauth]').length`); n != 2 {
+		t.Fatalf("%d sign-in-again prompts, want 2", n)
+	}
+	tab.screenshot("account-reauth")
+	tab.do(chromedpClick("#email-change-form a"))
+	tab.waitPath("/auth/sign-in?reauth=1&redirect=%2Faccount")
+	if got := eval[string](tab, `document.querySelector('#email').value`); got != "heidi@example.com" {
+		t.Fatalf("the address field holds %q", got)
+	}
+	tab.do(chromedpClick("#code-send-form button[type=submit]"))
+	tab.waitFor(`!!document.querySelector('#otp')`)
+	tab.do(chromedpSendKeys("#otp", env.Mailer.LastCode("heidi@example.com")))
+	tab.waitPath("/account")
+	tab.waitFor(`!!document.querySelector('#new-email') && !!document.querySelector('#delete-confirm')`)
+	if n := env.Count(&models.Session{}); n != 1 {
+		t.Fatalf("%d sessions after signing in again, want the new one only", n)
 	}
 }

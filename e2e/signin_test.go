@@ -111,10 +111,14 @@ func TestBrowser_SignUpWithAndWithoutOptIn(t *testing.T) {
 		if optIn {
 			email = "news-yes@example.com"
 		}
-		code := tab.requestCode(email)
+		// With JavaScript the box shows from the first step, and a tick there survives the swap.
+		if !eval[bool](tab, `document.querySelector('#marketing-opt-in').offsetParent !== null`) {
+			t.Fatal("the opt-in box is hidden on the first step")
+		}
 		if optIn {
 			tab.do(chromedpClick("#marketing-opt-in"))
 		}
+		code := tab.requestCode(email)
 		tab.do(chromedpSendKeys("#otp", code))
 		tab.waitPath("/")
 		prefs, _ := tab.me()["preferences"].(map[string]any)
@@ -166,6 +170,10 @@ func TestBrowser_JavaScriptOff(t *testing.T) {
 	tab2 := newTab(t, env)
 	tab2.javascriptOff()
 	tab2.open("/auth/sign-up")
+	// The first step is a page of its own, which would lose a tick: the box waits for the code step.
+	if eval[bool](tab2, `document.querySelector('#marketing-opt-in').offsetParent !== null`) {
+		t.Fatal("without JavaScript the opt-in box shows on the first step, where a tick is lost")
+	}
 	tab2.do(chromedpSendKeys("#email", "frank@example.com"), chromedpClick("#code-send-form button[type=submit]"))
 	tab2.waitFor(`!!document.querySelector('#otp')`)
 	tab2.do(chromedpClick("#marketing-opt-in"), chromedpSendKeys("#otp", env.Mailer.LastCode("frank@example.com")),

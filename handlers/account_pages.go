@@ -102,7 +102,7 @@ func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
 		v.Error = msg
 		return render(c, status, views.RestoreEmailPage(p, v))
 	}
-	v.From, v.To = pending.CurrentEmail, pending.OldEmail
+	v.From, v.To, v.Deleted = pending.CurrentEmail, pending.OldEmail, pending.Deleted
 	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, v))
 }
 
@@ -121,7 +121,11 @@ func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
 		}
 		return render(c, status, views.RestoreEmailPage(p, views.EmailLink{Error: msg}))
 	}
-	h.sessions.Clear(c)
+	// This browser's cookie is cleared if its session was one of those ended; a browser signed in
+	// to another account stays signed in.
+	if _, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true}); err != nil {
+		return err
+	}
 	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
 }
 
@@ -136,7 +140,7 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 	}
 	a := views.Account{Email: st.User.Email, Name: st.User.Name}
 	newEmail := c.FormValue("newEmail")
-	err = h.auth.RequestEmailChangeLink(c.UserContext(), st.User, newEmail, "/account")
+	err = h.auth.RequestEmailChangeLink(c.UserContext(), st, newEmail, "/account")
 	status := fiber.StatusOK
 	var limited *auth.RateLimitError
 	switch {
@@ -150,6 +154,8 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 		a.ChangeError, status = "Changing the address on the web is switched off here. Use the app.", fiber.StatusUnprocessableEntity
 	case errors.As(err, &limited):
 		a.ChangeError, status = "Too many links were asked for. "+retryText(limited), fiber.StatusTooManyRequests
+	case errors.Is(err, auth.ErrSessionNotFresh):
+		a.ReauthURL, status = middleware.ReauthURL("/account"), fiber.StatusForbidden
 	default:
 		return err
 	}
@@ -160,7 +166,8 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 }
 
 // deleteAccount is POST /account/delete: the account is deleted with its grace period, this
-// browser is signed out with every other, and the person lands on /auth/account-deleted.
+// browser is signed out with every other, and the person lands on /auth/account-deleted. A
+// session too old for it (auth.FreshAge) gets the account page asking to sign in again.
 func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
 	if err := requireForm(c); err != nil {
 		return err
@@ -174,7 +181,10 @@ func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
 			Email: st.User.Email, Name: st.User.Name, DeleteError: "Tick the box to confirm that you want to delete your account.",
 		})
 	}
-	at, err := h.auth.DeleteAccount(c.UserContext(), st.User.ID)
+	at, err := h.auth.DeleteAccount(c.UserContext(), st)
+	if errors.Is(err, auth.ErrSessionNotFresh) {
+		return h.accountWith(c, fiber.StatusForbidden, views.Account{Email: st.User.Email, Name: st.User.Name})
+	}
 	if err != nil {
 		return err
 	}

@@ -151,7 +151,7 @@ func (h *authAPI) requestEmailChange(c *fiber.Ctx) error {
 	if err := b.err(); err != nil {
 		return err
 	}
-	if err := h.auth.RequestEmailChangeCode(c.UserContext(), middleware.Current(c).User, newEmail); err != nil {
+	if err := h.auth.RequestEmailChangeCode(c.UserContext(), middleware.Current(c), newEmail); err != nil {
 		return err
 	}
 	return c.JSON(successResponse{Success: true})
@@ -193,7 +193,7 @@ func (h *authAPI) changeEmail(c *fiber.Ctx) error {
 	if err := b.err(); err != nil {
 		return err
 	}
-	if err := h.auth.RequestEmailChangeLink(c.UserContext(), middleware.Current(c).User, newEmail, callback); err != nil {
+	if err := h.auth.RequestEmailChangeLink(c.UserContext(), middleware.Current(c), newEmail, callback); err != nil {
 		return err
 	}
 	return c.JSON(statusResponse{Status: true})

@@ -66,9 +66,15 @@ func TestDeletion_Purge(t *testing.T) {
 		e.Post("/api/marketing-consent", nil, bearer(gone)...)
 		p := models.Purchase{ID: uuid.NewString(), Email: "gone@example.com", UserID: &gone.UserID, Product: "Pro", PurchasedAt: e.Clock.Now(), CreatedAt: e.Clock.Now()}
 		e.DB.Create(&p)
+		// A change leaves a restore link; a code is pending when the account is deleted.
+		changeByCode(t, e, gone, "gone@example.com", "gone2@example.com")
 		e.Post("/api/account/delete", nil, bearer(gone)...)
+		e.SendCode("gone2@example.com")
 		e.Clock.Advance(auth.DefaultDeletionGrace - time.Minute)
-		e.Post("/api/account/delete", nil, bearer(kept)...) // deleted later: still in its grace period
+		// Deleted later: still in its grace period. The first session is too old to delete with.
+		e.Post("/api/account/delete", nil, bearer(kept)...).ExpectError(t, 403, "SESSION_NOT_FRESH")
+		kept = e.SignIn("kept@example.com")
+		e.Post("/api/account/delete", nil, bearer(kept)...)
 		e.Clock.Advance(2 * time.Minute)
 
 		purged, err := e.Auth.PurgeDeletedAccounts(context.Background())
@@ -84,6 +90,13 @@ func TestDeletion_Purge(t *testing.T) {
 			if c := e.Count(model, "user_id = ?", gone.UserID); c != 0 {
 				t.Fatalf("%d %s rows of the purged account left", c, name)
 			}
+		}
+		// Its codes, restore links and e-mail go too.
+		if c := e.Count(&models.Verification{}, "subject IN ? OR subject LIKE ?", []string{gone.UserID, "gone2@example.com"}, gone.UserID+":%"); c != 0 {
+			t.Fatalf("%d codes or links of the purged account left", c)
+		}
+		if c := e.Count(&models.OutboxMessage{}, "recipient = ?", "gone2@example.com"); c != 0 {
+			t.Fatalf("%d e-mails to the purged account's address left", c)
 		}
 		var left models.Purchase
 		e.DB.Where("id = ?", p.ID).Take(&left)
@@ -161,7 +174,7 @@ func providerOutage(t *testing.T, dialect string) {
 			e.Clock.Advance(time.Minute)
 			flush()
 			if minute == 6 {
-				// Sent late in the outage: still valid when it ends. Also a sign-up's welcome.
+				// Sent late in the outage: still valid when it ends.
 				svc.Post(sendPath, map[string]any{"email": "late@example.com", "type": "sign-in"})
 			}
 		}

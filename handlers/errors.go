@@ -55,6 +55,7 @@ var (
 		auth.ErrTokenExpired:        newAPIError(fiber.StatusUnauthorized, "TOKEN_EXPIRED", "Token expired"),
 		auth.ErrEmailTaken:          newAPIError(fiber.StatusBadRequest, "EMAIL_ALREADY_IN_USE", "Email already in use"),
 		auth.ErrUserNotFound:        errUnknownUser,
+		auth.ErrSessionNotFresh:     newAPIError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
 		auth.ErrRateLimited:         newAPIError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
 	}
 	// fiberErrors are the router's and the HTTP server's own failures.

@@ -78,12 +78,13 @@ func (h *healthAPI) readyz(c *fiber.Ctx) error {
 }
 
 // deleteAccount is POST /api/account/delete: the account is deleted with a grace period, every
-// session ends, and signing in before the answer's deleteAt restores it.
+// session ends, and signing in before the answer's deleteAt restores it. The session must have
+// signed in within auth.FreshAge (else 403 SESSION_NOT_FRESH: sign in again).
 func (h *ownAPI) deleteAccount(c *fiber.Ctx, sessions *middleware.Sessions) error {
 	if _, err := (bodyReader{origins: h.origins}).read(c); err != nil {
 		return err
 	}
-	at, err := h.auth.DeleteAccount(c.UserContext(), middleware.Current(c).User.ID)
+	at, err := h.auth.DeleteAccount(c.UserContext(), middleware.Current(c))
 	if err != nil {
 		return err
 	}

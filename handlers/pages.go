@@ -88,19 +88,27 @@ func (h *pagesHandler) home(c *fiber.Ctx) error {
 	return render(c, fiber.StatusOK, views.Home(p))
 }
 
-// signInPage serves /auth/sign-in and /auth/sign-up. Someone already signed in goes straight on.
+// signInPage serves /auth/sign-in and /auth/sign-up. Someone already signed in goes straight on,
+// unless asked to sign in again (?reauth=1, for a change that needs a fresh session): then the
+// page offers a new code to the current address.
 func (h *pagesHandler) signInPage(mode views.Mode) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		redirect := middleware.SafeNext(c.Query("redirect"))
-		if p, err := h.page(c, ""); err != nil {
+		p, err := h.page(c, "")
+		if err != nil {
 			return err
-		} else if p.User != nil {
-			if redirect == "" {
-				redirect = "/account"
-			}
-			return c.Redirect(redirect, fiber.StatusSeeOther)
 		}
-		return h.renderEntry(c, fiber.StatusOK, views.Entry{Mode: mode, Step: views.StepEmail, Redirect: redirect})
+		e := views.Entry{Mode: mode, Step: views.StepEmail, Redirect: redirect}
+		if p.User != nil {
+			if c.Query(middleware.ReauthParam) != "1" {
+				if redirect == "" {
+					redirect = "/account"
+				}
+				return c.Redirect(redirect, fiber.StatusSeeOther)
+			}
+			e.Mode, e.Reauth, e.Email = views.ModeSignIn, true, p.User.Email
+		}
+		return h.renderEntry(c, fiber.StatusOK, e)
 	}
 }
 
@@ -175,6 +183,7 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 	}
 	e := entryFromForm(c)
 	e.Step = views.StepCode
+	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
 		Email: e.Email, Code: c.FormValue("otp"),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
@@ -199,6 +208,13 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 		return h.renderEntry(c, fiber.StatusUnprocessableEntity, e)
 	}
 	h.sessions.Issue(c, &res.SessionState, true)
+	if previous != "" {
+		// The browser's earlier session (signing in again, or as someone else) is unreachable
+		// now that its cookie is replaced: end it rather than leave it live.
+		if err := h.auth.SignOut(c.UserContext(), previous); err != nil {
+			return err
+		}
+	}
 	e.Email, e.Step = res.User.Email, views.StepVerified
 	next := e.Redirect
 	if next == "" {
@@ -262,9 +278,11 @@ func (h *pagesHandler) account(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, fiber.StatusOK, views.AccountPage(p, views.Account{
-		Email: st.User.Email, Name: st.User.Name, MarketingOptIn: prefs.MarketingOptIn,
-	}))
+	a := views.Account{Email: st.User.Email, Name: st.User.Name, MarketingOptIn: prefs.MarketingOptIn}
+	if !h.auth.Fresh(st) {
+		a.ReauthURL = middleware.ReauthURL("/account")
+	}
+	return render(c, fiber.StatusOK, views.AccountPage(p, a))
 }
 
 // signedIn returns the session of a request that changes the account, checked against the
@@ -329,6 +347,9 @@ func (h *pagesHandler) accountWith(c *fiber.Ctx, status int, a views.Account) er
 		return err
 	}
 	a.MarketingOptIn = prefs.MarketingOptIn
+	if !h.auth.Fresh(st) {
+		a.ReauthURL = middleware.ReauthURL("/account")
+	}
 	return render(c, status, views.AccountPage(p, a))
 }
 

@@ -29,6 +29,9 @@ const (
 	KindWelcome Kind = "welcome"
 	// KindAccountDeleted confirms a deletion and its grace period.
 	KindAccountDeleted Kind = "account-deleted"
+	// KindFormerAddressDeleted tells an old address whose restore link still works that the
+	// account was deleted: the link also undoes the deletion.
+	KindFormerAddressDeleted Kind = "former-address-deleted"
 )
 
 // Message is one e-mail to one recipient. Code and Link are the secrets it carries, if any; they
@@ -51,8 +54,8 @@ type Mailer interface {
 	Send(ctx context.Context, m Message) error
 }
 
-// PermanentError is a refusal that retrying cannot change (an address the provider rejects, a
-// revoked key); the outbox gives up on the message at once.
+// PermanentError is a refusal that retrying cannot change (an address or a message the provider
+// rejects); the outbox gives up on the message at once.
 type PermanentError struct{ Err error }
 
 // Error describes the refusal.
@@ -60,6 +63,18 @@ func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 
 // Unwrap returns the provider's error.
 func (e *PermanentError) Unwrap() error { return e.Err }
+
+// CredentialsError is the provider refusing this service's credentials (a wrong or revoked API
+// key, an unverified sending domain). It is fixed by the operator, not by the message, so the
+// outbox keeps retrying, and logs it as an error that needs someone's attention: giving up would
+// silently lose every e-mail of the outage, restore links included.
+type CredentialsError struct{ Err error }
+
+// Error describes the refusal.
+func (e *CredentialsError) Error() string { return "credentials refused: " + e.Err.Error() }
+
+// Unwrap returns the provider's error.
+func (e *CredentialsError) Unwrap() error { return e.Err }
 
 // ProviderConfig selects and configures the provider.
 type ProviderConfig struct {

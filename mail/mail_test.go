@@ -92,8 +92,13 @@ func TestTemplatesRender(t *testing.T) {
 		KindEmailChanged: func() (Message, error) {
 			return composer.EmailChanged("a@example.com", "n@example.com", "https://auth.acme.test/r?token=z")
 		},
-		KindWelcome:        func() (Message, error) { return composer.Welcome("a@example.com") },
-		KindAccountDeleted: func() (Message, error) { return composer.AccountDeleted("a@example.com", "21 December 2026") },
+		KindWelcome: func() (Message, error) { return composer.Welcome("a@example.com") },
+		KindAccountDeleted: func() (Message, error) {
+			return composer.AccountDeleted("a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC))
+		},
+		KindFormerAddressDeleted: func() (Message, error) {
+			return composer.FormerAddressDeleted("old@example.com", "a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
+		},
 	}
 	for kind, make := range msgs {
 		m, err := make()
@@ -223,14 +228,25 @@ func TestResendRequests(t *testing.T) {
 	if headers[0].Get("Authorization") != "Bearer re_test" || headers[0].Get("Idempotency-Key") != m.ID {
 		t.Fatalf("headers %v", headers[0])
 	}
+	// A refused message is permanent; refused credentials are the operator's to fix, and retried.
 	var permanent *PermanentError
-	for s, wantPermanent := range map[int]bool{422: true, 403: true, 400: true, 429: false, 500: false, 503: false} {
+	var credentials *CredentialsError
+	for s, want := range map[int]string{422: "permanent", 400: "permanent", 401: "credentials", 403: "credentials", 409: "retry", 429: "retry", 500: "retry", 503: "retry"} {
 		mu.Lock()
 		status = s
 		mu.Unlock()
 		err := r.Send(context.Background(), m)
-		if err == nil || errors.As(err, &permanent) != wantPermanent {
-			t.Fatalf("HTTP %d: %v (permanent %v, want %v)", s, err, errors.As(err, &permanent), wantPermanent)
+		got := "retry"
+		switch {
+		case err == nil:
+			t.Fatalf("HTTP %d: no error", s)
+		case errors.As(err, &permanent):
+			got = "permanent"
+		case errors.As(err, &credentials):
+			got = "credentials"
+		}
+		if got != want {
+			t.Fatalf("HTTP %d: %v is %s, want %s", s, err, got, want)
 		}
 	}
 }

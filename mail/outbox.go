@@ -281,7 +281,12 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 		o.log.ErrorContext(ctx, "outbox: giving up on a message", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
 		return outcomeAbandoned, err
 	}
-	o.log.WarnContext(ctx, "outbox: delivery failed, will retry", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
+	level := slog.LevelWarn
+	var credentials *CredentialsError
+	if errors.As(err, &credentials) {
+		level = slog.LevelError
+	}
+	o.log.Log(ctx, level, "outbox: delivery failed, will retry", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
 	return outcomeFailed, err
 }
 

@@ -46,8 +46,9 @@ func (t statusTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// Send hands m to Resend. 4xx answers other than 408 and 429 are permanent (the request itself
-// is refused); everything else is worth retrying.
+// Send hands m to Resend. 401 and 403 refuse the credentials (CredentialsError, retried); the
+// other 4xx answers but 408, 409 and 429 refuse the message itself (PermanentError); everything
+// else is worth retrying.
 func (r *Resend) Send(ctx context.Context, m Message) error {
 	status := 0
 	ctx = context.WithValue(ctx, statusKey{}, &status)
@@ -63,6 +64,9 @@ func (r *Resend) Send(ctx context.Context, m Message) error {
 		return nil
 	}
 	err = fmt.Errorf("resend (HTTP %d): %w", status, err)
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return &CredentialsError{Err: err}
+	}
 	if status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests &&
 		status != http.StatusConflict {
 		return &PermanentError{Err: err}

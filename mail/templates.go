@@ -6,6 +6,7 @@ import (
 	"html"
 	"regexp"
 	"strings"
+	"time"
 )
 
 //go:embed templates/*
@@ -22,7 +23,7 @@ type template struct {
 
 func loadTemplates() map[Kind]template {
 	out := map[Kind]template{}
-	for _, k := range []Kind{KindSignInCode, KindChangeEmailCode, KindChangeEmailLink, KindEmailChanged, KindWelcome, KindAccountDeleted} {
+	for _, k := range []Kind{KindSignInCode, KindChangeEmailCode, KindChangeEmailLink, KindEmailChanged, KindWelcome, KindAccountDeleted, KindFormerAddressDeleted} {
 		read := func(ext string) string {
 			b, err := templateFiles.ReadFile("templates/" + string(k) + "." + ext)
 			if err != nil {
@@ -151,6 +152,17 @@ func (c Composer) Welcome(to string) (Message, error) {
 }
 
 // AccountDeleted says when a deleted account's data goes, and how to keep it.
-func (c Composer) AccountDeleted(to, deleteDate string) (Message, error) {
-	return c.compose(KindAccountDeleted, to, map[string]string{"deleteDate": deleteDate, "signInUrl": c.SiteURL + "/auth/sign-in"})
+func (c Composer) AccountDeleted(to string, deleteAt time.Time) (Message, error) {
+	return c.compose(KindAccountDeleted, to, map[string]string{"deleteDate": DateText(deleteAt), "signInUrl": c.SiteURL + "/auth/sign-in"})
+}
+
+// DateText writes a day for people, in e-mails and on the pages: 21 December 2026 (UTC).
+func DateText(t time.Time) string { return t.UTC().Format("2 January 2006") }
+
+// FormerAddressDeleted tells an old address, whose restore link still works until restoreUntil,
+// that the account it used to sign in (now at currentEmail) was deleted.
+func (c Composer) FormerAddressDeleted(to, currentEmail string, deleteAt, restoreUntil time.Time) (Message, error) {
+	return c.compose(KindFormerAddressDeleted, to, map[string]string{
+		"currentEmail": currentEmail, "deleteDate": DateText(deleteAt), "restoreUntil": DateText(restoreUntil),
+	})
 }

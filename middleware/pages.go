@@ -103,6 +103,21 @@ func SignInURL(next string) string {
 	return SignInPath + "?redirect=" + url.QueryEscape(next)
 }
 
+// ReauthParam is the query parameter that asks the sign-in page to sign in again even though a
+// session exists: a session too old for a sensitive change (auth.FreshAge) is replaced by a new
+// one.
+const ReauthParam = "reauth"
+
+// ReauthURL is the sign-in page asking to sign in again, then to go back to next (a plain
+// relative path).
+func ReauthURL(next string) string {
+	q := url.Values{ReauthParam: {"1"}}
+	if next = SafeNext(next); next != "" {
+		q.Set("redirect", next)
+	}
+	return SignInPath + "?" + q.Encode()
+}
+
 // SafeNext returns next when it is a plain relative path a page may redirect to, else "".
 func SafeNext(next string) string {
 	if safeRelativePath(next) {

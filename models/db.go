@@ -12,6 +12,7 @@ import (
 	"github.com/glebarez/sqlite"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 )
 
@@ -84,6 +85,16 @@ func sqliteDSN(path string) string {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
+}
+
+// ForUpdate makes q's SELECT lock the rows it reads until the transaction ends, on PostgreSQL.
+// SQLite needs no row locks: its transactions take the database's one write lock up front
+// (_txlock=immediate), so they never interleave.
+func ForUpdate(q *gorm.DB) *gorm.DB {
+	if q.Dialector.Name() != "postgres" {
+		return q
+	}
+	return q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
 }
 
 // migrationLock names the PostgreSQL advisory lock that serialises migrations when several

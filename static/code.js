@@ -7,6 +7,7 @@
 // - When the component reports "verified", the page decides what happens next, from
 //   data-after-verify on its root: "redirect" (sign-in, sign-up: grant the marketing opt-in if it is
 //   ticked, then go to the redirect target) or "claim" (checkout: claim the purchase).
+// - Elements marked data-reveal-with-js are hidden for browsers without JavaScript and shown here.
 (function () {
   "use strict";
 
@@ -78,6 +79,9 @@
   }
 
   function init(root) {
+    root.querySelectorAll("[data-reveal-with-js]").forEach(function (el) {
+      el.hidden = false;
+    });
     root.querySelectorAll("input[data-otp-length]").forEach(function (input) {
       if (!input.dataset.ready) {
         input.dataset.ready = "1";

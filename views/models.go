@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/mail"
 )
 
 // Page is what every layout needs.
@@ -64,6 +65,8 @@ type Entry struct {
 	Error    string
 	// Cooldown is how many seconds the resend button stays disabled.
 	Cooldown int
+	// Reauth means a signed-in person is asked to sign in again before a sensitive change.
+	Reauth bool
 }
 
 // ResendCooldown is the wait, in seconds, before the page offers to send another code. It is
@@ -110,6 +113,9 @@ type Account struct {
 	ChangeError  string
 	// DeleteError explains a refused deletion.
 	DeleteError string
+	// ReauthURL, when set, means the session is too old to change the address or delete the
+	// account: instead of those forms the page offers to sign in again there.
+	ReauthURL string
 }
 
 // EmailLink is the landing page of an e-mail link (confirming a new address, or restoring an old
@@ -121,6 +127,8 @@ type EmailLink struct {
 	From, To string
 	Error    string
 	Done     bool
+	// Deleted means the account is in its deletion grace period (restore links only).
+	Deleted bool
 }
 
 // Checkout is the checkout success page: the purchase and the code-entry component that claims it.
@@ -136,8 +144,8 @@ type Checkout struct {
 	Entry      Entry
 }
 
-// DateText formats a time for people.
-func DateText(t time.Time) string { return t.UTC().Format("2 January 2006") }
+// DateText formats a time for people, as the e-mails do.
+func DateText(t time.Time) string { return mail.DateText(t) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
