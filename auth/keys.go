@@ -5,6 +5,8 @@ import (
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
+	"hash"
+	"sync"
 )
 
 // keys are the secrets derived from AUTH_SECRET. Each use gets its own key, so no value signed
@@ -15,6 +17,19 @@ type keys struct {
 	otp      []byte      // keys the code hashes
 	throttle []byte      // keys the address hashes of auth_throttle
 	cache    cipher.AEAD // seals the session_data cookie cache
+	// signers are reusable HMACs keyed with cookie: verifying a signature is on every request,
+	// and keying a fresh HMAC costs more than the signature itself.
+	signers sync.Pool
+}
+
+// signer returns an HMAC-SHA256 keyed with the cookie key, reset; put it back in signers after
+// use.
+func (k *keys) signer() hash.Hash {
+	if h, ok := k.signers.Get().(hash.Hash); ok {
+		h.Reset()
+		return h
+	}
+	return hmac.New(sha256.New, k.cookie)
 }
 
 func deriveKey(secret []byte, label string) []byte {

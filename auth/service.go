@@ -55,6 +55,7 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
+	readSession   sessionReader
 	stats         counters
 	// jobLocks keeps a job from running twice at once in this instance.
 	jobLocks sync.Map
@@ -94,6 +95,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
+	}
+	if s.readSession, err = newSessionReader(opts.DB); err != nil {
+		return nil, err
 	}
 	if s.maxFailures <= 0 {
 		s.maxFailures = DefaultMaxFailedVerifications

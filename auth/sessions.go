@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"codeauth/models"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
 
@@ -129,52 +131,84 @@ func (s *Service) CookieMaxAge(st *SessionState) time.Duration {
 	return d
 }
 
-// sessionRow is the one-query join of a session and its live user.
-type sessionRow struct {
-	SID                string    `gorm:"column:s_id"`
-	SUserID            string    `gorm:"column:s_user_id"`
-	SExpiresAt         time.Time `gorm:"column:s_expires_at"`
-	SAbsoluteExpiresAt time.Time `gorm:"column:s_absolute_expires_at"`
-	SIPAddress         string    `gorm:"column:s_ip_address"`
-	SUserAgent         string    `gorm:"column:s_user_agent"`
-	SCreatedAt         time.Time `gorm:"column:s_created_at"`
-	SUpdatedAt         time.Time `gorm:"column:s_updated_at"`
-	UEmail             string    `gorm:"column:u_email"`
-	UName              string    `gorm:"column:u_name"`
-	UEmailVerified     bool      `gorm:"column:u_email_verified"`
-	UImage             *string   `gorm:"column:u_image"`
-	UCreatedAt         time.Time `gorm:"column:u_created_at"`
-	UUpdatedAt         time.Time `gorm:"column:u_updated_at"`
+// sessionQuery joins a session, found by the hash of its token through the unique index, to its
+// live user. It is the one query of every protected request that the cookie cache cannot answer.
+const sessionQuery = `SELECT s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
+ s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
+ FROM sessions s JOIN users u ON u.id = s.user_id
+ WHERE s.token = $1 AND u.deleted_at IS NULL`
+
+// sessionReader runs sessionQuery for one token hash and scans the row into dest, or returns an
+// error matching sql.ErrNoRows. It bypasses GORM: on the hottest path, GORM's statement building,
+// reflection and rendering of the SQL for its logger cost more CPU than the database's own work.
+type sessionReader func(ctx context.Context, hash string, dest sessionDest) error
+
+// sessionDest are the scan targets of sessionQuery's columns, image last.
+type sessionDest struct {
+	cols  []any
+	image **string
 }
 
-const sessionQuery = `SELECT s.id AS s_id, s.user_id AS s_user_id, s.expires_at AS s_expires_at,
- s.absolute_expires_at AS s_absolute_expires_at, s.ip_address AS s_ip_address, s.user_agent AS s_user_agent,
- s.created_at AS s_created_at, s.updated_at AS s_updated_at,
- u.email AS u_email, u.name AS u_name, u.email_verified AS u_email_verified, u.image AS u_image,
- u.created_at AS u_created_at, u.updated_at AS u_updated_at
- FROM sessions s JOIN users u ON u.id = s.user_id
- WHERE s.token = ? AND u.deleted_at IS NULL`
+// newSessionReader picks the reader for the database. On PostgreSQL it borrows a connection of
+// GORM's pool and queries through pgx itself (its statement cache prepares the query once per
+// connection, and its scanning skips database/sql's conversions); elsewhere it uses a statement
+// prepared once through database/sql, which prepares it again on each pooled connection.
+func newSessionReader(db *gorm.DB) (sessionReader, error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, err
+	}
+	if db.Dialector.Name() == "postgres" {
+		return func(ctx context.Context, hash string, dest sessionDest) error {
+			conn, err := sqlDB.Conn(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			return conn.Raw(func(driverConn any) error {
+				pc, ok := driverConn.(*stdlib.Conn)
+				if !ok {
+					return fmt.Errorf("auth: unexpected PostgreSQL driver %T", driverConn)
+				}
+				return pc.Conn().QueryRow(ctx, sessionQuery, hash).Scan(append(dest.cols, dest.image)...)
+			})
+		}, nil
+	}
+	stmt, err := sqlDB.Prepare(strings.Replace(sessionQuery, "$1", "?", 1))
+	if err != nil {
+		return nil, fmt.Errorf("auth: preparing the session query: %w", err)
+	}
+	return func(ctx context.Context, hash string, dest sessionDest) error {
+		var image sql.NullString
+		if err := stmt.QueryRowContext(ctx, hash).Scan(append(dest.cols, &image)...); err != nil {
+			return err
+		}
+		if image.Valid {
+			*dest.image = &image.String
+		}
+		return nil
+	}, nil
+}
 
 func (s *Service) loadSession(ctx context.Context, token string) (*SessionState, error) {
-	var rows []sessionRow
-	if err := s.db.WithContext(ctx).Raw(sessionQuery, hashToken(token)).Scan(&rows).Error; err != nil {
-		return nil, fmt.Errorf("auth: reading a session: %w", err)
-	}
-	if len(rows) == 0 {
+	st := &SessionState{Token: token}
+	sess, user := &st.Session, &st.User
+	err := s.readSession(ctx, hashToken(token), sessionDest{
+		cols: []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
+			&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt},
+		image: &user.Image,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
-	r := rows[0]
-	return &SessionState{
-		Token: token,
-		Session: models.Session{
-			ID: r.SID, UserID: r.SUserID, ExpiresAt: r.SExpiresAt.UTC(), AbsoluteExpiresAt: r.SAbsoluteExpiresAt.UTC(),
-			IPAddress: r.SIPAddress, UserAgent: r.SUserAgent, CreatedAt: r.SCreatedAt.UTC(), UpdatedAt: r.SUpdatedAt.UTC(),
-		},
-		User: models.User{
-			ID: r.SUserID, Email: r.UEmail, Name: r.UName, EmailVerified: r.UEmailVerified, Image: r.UImage,
-			CreatedAt: r.UCreatedAt.UTC(), UpdatedAt: r.UUpdatedAt.UTC(),
-		},
-	}, nil
+	if err != nil {
+		return nil, fmt.Errorf("auth: reading a session: %w", err)
+	}
+	user.ID = sess.UserID
+	for _, t := range []*time.Time{&sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.CreatedAt, &sess.UpdatedAt, &user.CreatedAt, &user.UpdatedAt} {
+		*t = t.UTC()
+	}
+	return st, nil
 }
 
 // createSession stores a new session for userID inside tx and returns its raw token.

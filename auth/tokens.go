@@ -55,9 +55,12 @@ func wellFormedToken(s string) bool {
 // cookie (URL-encoded there) and by the set-auth-token header. The signature is the standard,
 // padded base64 of HMAC-SHA256(AUTH_SECRET, token): better-auth's format.
 func (s *Service) SignToken(token string) string {
-	mac := hmac.New(sha256.New, s.keys.cookie)
+	mac := s.keys.signer()
 	mac.Write([]byte(token))
-	return token + "." + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	var sum [sha256.Size]byte
+	mac.Sum(sum[:0])
+	s.keys.signers.Put(mac)
+	return token + "." + base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // VerifySignedToken returns the token inside a signed value, or false when the value is not one
@@ -82,16 +85,18 @@ func (s *Service) VerifySignedToken(value string) (string, bool) {
 	if !wellFormedToken(token) || len(sig) != signatureLength {
 		return "", false
 	}
-	got, err := base64.StdEncoding.DecodeString(sig)
+	var got, want [sha256.Size + 2]byte // base64 decoding needs room for the padding's bytes
+	n, err := base64.StdEncoding.Decode(got[:], []byte(sig))
 	if err != nil {
-		got, err = base64.URLEncoding.DecodeString(sig)
-		if err != nil {
+		if n, err = base64.URLEncoding.Decode(got[:], []byte(sig)); err != nil {
 			return "", false
 		}
 	}
-	mac := hmac.New(sha256.New, s.keys.cookie)
+	mac := s.keys.signer()
 	mac.Write([]byte(token))
-	if !hmac.Equal(got, mac.Sum(nil)) {
+	sum := mac.Sum(want[:0])
+	s.keys.signers.Put(mac)
+	if !hmac.Equal(got[:n], sum) {
 		return "", false
 	}
 	return token, true

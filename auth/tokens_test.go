@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +110,67 @@ func TestCookieCache_RoundTripAndTampering(t *testing.T) {
 	v2, _ := s.EncodeCache(&expired)
 	if _, ok := s.decodeCache(v2, st.Token, now.Add(2*time.Second)); ok {
 		t.Fatal("cache of an expired session accepted")
+	}
+}
+
+// The binary cache layout gives back every field as it went in, with and without an image; an
+// authentic payload of another layout (version 1 was JSON) or with a broken layout is refused
+// without panicking.
+func TestCookieCache_Layout(t *testing.T) {
+	s := testService(t, secretA)
+	now := s.now()
+	image := "https://example.com/a.png"
+	for _, img := range []*string{nil, &image} {
+		st := &SessionState{
+			Token: strings.Repeat("T", tokenLength),
+			Session: models.Session{ID: "sid", UserID: "uid", ExpiresAt: now.Add(SessionLifetime), AbsoluteExpiresAt: now.Add(400 * 24 * time.Hour),
+				IPAddress: "2001:db8::1", UserAgent: "agent \x00 ü", CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Minute)},
+			User: models.User{ID: "uid", Email: "a@example.com", Name: "", EmailVerified: img != nil, Image: img,
+				CreatedAt: now.Add(-48 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)},
+		}
+		value, err := s.EncodeCache(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := s.decodeCache(value, st.Token, now)
+		if !ok {
+			t.Fatal("not decoded")
+		}
+		want := *st
+		want.Cached = true
+		if !reflect.DeepEqual(got.Session, want.Session) || got.User.Email != want.User.Email || got.User.Name != want.User.Name ||
+			got.User.EmailVerified != want.User.EmailVerified || !got.User.CreatedAt.Equal(want.User.CreatedAt) ||
+			!got.User.UpdatedAt.Equal(want.User.UpdatedAt) || got.User.ID != "uid" || (img == nil) != (got.User.Image == nil) ||
+			(img != nil && *got.User.Image != image) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", *got, want)
+		}
+	}
+	seal := func(plain []byte) string {
+		aead := s.keys.cache
+		out := make([]byte, aead.NonceSize())
+		return base64.RawURLEncoding.EncodeToString(aead.Seal(out, out, plain, []byte(strings.Repeat("T", tokenLength))))
+	}
+	far := binary.AppendVarint(nil, now.Add(time.Hour).UnixMicro())
+	valid := append([]byte{cacheVersion, 0}, bytes.Repeat(far, 7)...)
+	for i := 0; i < 6; i++ {
+		valid = append(valid, 1, 'x')
+	}
+	if _, ok := s.decodeCache(seal(valid), strings.Repeat("T", tokenLength), now); !ok {
+		t.Fatal("a well-formed hand-made payload was refused: the checks below would prove nothing")
+	}
+	for name, plain := range map[string][]byte{
+		"version 1":        []byte(`{"v":1,"e":99999999999999999,"s":{},"u":{}}`),
+		"empty":            {},
+		"version only":     {cacheVersion},
+		"short times":      {cacheVersion, 0, 0x80},
+		"missing strings":  valid[:len(valid)-2],
+		"trailing bytes":   append(append([]byte{}, valid...), 0),
+		"string too long":  append(append([]byte{}, valid[:len(valid)-2]...), 200, 'x'),
+		"image flag, none": append([]byte{cacheVersion, cacheHasImage}, valid[2:]...),
+	} {
+		if _, ok := s.decodeCache(seal(plain), strings.Repeat("T", tokenLength), now); ok {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
 

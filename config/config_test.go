@@ -100,6 +100,7 @@ func TestLoad_ErrorsNameTheVariable(t *testing.T) {
 		"EMAIL_PROVIDER_URL":     {"EMAIL_PROVIDER_URL": "ftp://x"},
 		"AUTH_EMAIL_CHANGE_LINK": {"AUTH_EMAIL_CHANGE_LINK": "maybe"},
 		"AUTH_DELETION_GRACE":    {"AUTH_DELETION_GRACE": "5m"},
+		"DEBUG_PPROF_ADDR":       {"DEBUG_PPROF_ADDR": "0.0.0.0:6060"},
 	}
 	for name, vars := range cases {
 		vars["DATA_DIR"] = t.TempDir()
@@ -116,6 +117,14 @@ func TestLoad_ErrorsNameTheVariable(t *testing.T) {
 	for _, origins := range []string{"https://*", "https://*.example.com", "https://app.example.com/path", "notanorigin"} {
 		if _, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "AUTH_TRUSTED_ORIGINS": origins})); err == nil {
 			t.Errorf("AUTH_TRUSTED_ORIGINS=%q accepted", origins)
+		}
+	}
+	// The profiler is served on loopback addresses only.
+	for addr, ok := range map[string]bool{"127.0.0.1:6060": true, "localhost:6060": true, "[::1]:6060": true,
+		":6060": false, "10.0.0.1:6060": false, "example.com:6060": false, "127.0.0.1": false} {
+		cfg, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "DEBUG_PPROF_ADDR": addr}))
+		if (err == nil) != ok || (ok && cfg.PprofAddr != addr) {
+			t.Errorf("DEBUG_PPROF_ADDR=%q: %v, %q", addr, err, cfg.PprofAddr)
 		}
 	}
 	// Several problems are all reported at once.

@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/url"
 	"strings"
+	"sync"
 
 	"codeauth/auth"
 	"codeauth/middleware"
@@ -83,8 +84,17 @@ func (h *authAPI) getSession(c *fiber.Ctx) error {
 		c.Type("json")
 		return c.SendString("null")
 	}
-	return c.JSON(sessionResponse{Session: toSessionJSON(st), User: toUserJSON(st.User)})
+	r := sessionResponse{Session: toSessionJSON(st), User: toUserJSON(st.User)}
+	buf := jsonBuffers.Get().(*[]byte)
+	*buf = r.appendJSON((*buf)[:0])
+	c.Type("json")
+	c.Response().SetBody(*buf) // SetBody copies (c.Send would keep the pooled slice).
+	jsonBuffers.Put(buf)
+	return nil
 }
+
+// jsonBuffers are reused for the hand-written session answers.
+var jsonBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // signOut is POST /sign-out: it deletes the session presented, by bearer token and by cookie
 // (both, should they name different sessions), and expires the cookies. It always succeeds.

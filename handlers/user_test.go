@@ -43,10 +43,21 @@ func TestUpdateUser_ChangesTheName(t *testing.T) {
 		if u.Image == nil || *u.Image != "https://cdn.example.com/a.png" || u.Name != "Alice Liddell" {
 			t.Fatalf("user = %+v", u)
 		}
+		// The session lookup reads it back (a bearer read always asks the database).
+		var withImage struct{ User struct{ Image *string } }
+		getSession(e, nil, "Authorization", "Bearer "+s.Bearer).Decode(t, &withImage)
+		if withImage.User.Image == nil || *withImage.User.Image != "https://cdn.example.com/a.png" {
+			t.Fatalf("get-session image %v", withImage.User.Image)
+		}
 		e.Post(updateUserPath, map[string]any{"image": nil}, "Authorization", "Bearer "+s.Bearer)
 		e.DB.Where("id = ?", s.UserID).Take(&u)
 		if u.Image != nil {
 			t.Fatal("image not cleared")
+		}
+		var cleared struct{ User struct{ Image *string } }
+		getSession(e, nil, "Authorization", "Bearer "+s.Bearer).Decode(t, &cleared)
+		if cleared.User.Image != nil {
+			t.Fatal("get-session still has the image")
 		}
 	})
 }

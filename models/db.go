@@ -105,15 +105,38 @@ const migrationLock = "codeauth migrations"
 // instances starting together do not migrate concurrently.
 func Migrate(ctx context.Context, db *gorm.DB) error {
 	if db.Dialector.Name() != "postgres" {
-		return db.WithContext(ctx).AutoMigrate(All()...)
+		return migrate(db.WithContext(ctx))
 	}
 	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
 		if err := conn.Exec("SELECT pg_advisory_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
 		defer conn.Exec("SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext(?))", migrationLock)
-		return conn.AutoMigrate(All()...)
+		return migrate(conn)
 	})
+}
+
+// droppedIndexes are indexes earlier versions created that the models no longer declare.
+var droppedIndexes = []struct {
+	model any
+	name  string
+}{
+	{&OutboxMessage{}, "idx_outbox_due"}, // replaced by the partial idx_outbox_pending
+}
+
+func migrate(db *gorm.DB) error {
+	if err := db.AutoMigrate(All()...); err != nil {
+		return err
+	}
+	m := db.Migrator()
+	for _, d := range droppedIndexes {
+		if m.HasIndex(d.model, d.name) {
+			if err := m.DropIndex(d.model, d.name); err != nil {
+				return fmt.Errorf("dropping index %s: %w", d.name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // gormLogger reports errors and slow queries through slog without query arguments, which may

@@ -133,16 +133,18 @@ type Purchase struct {
 // code e-mail is a live code) and emptied once the message is delivered or given up. Messages
 // queued with the same Supersede key replace each other while pending: only the newest code of a
 // kind goes out. LockedUntil is a worker's lease on the message; the id doubles as the provider's
-// idempotency key.
+// idempotency key. The due-message index covers pending rows only: the workers poll it all the
+// time, and delivered rows, which the table keeps for 30 days, would otherwise fill it (with
+// dead entries between vacuums, on PostgreSQL).
 type OutboxMessage struct {
 	ID            string     `gorm:"type:uuid;primaryKey"`
 	Kind          string     `gorm:"size:32;not null"`
 	Recipient     string     `gorm:"size:254;not null"`
 	Supersede     string     `gorm:"size:300;not null;index"`
 	Payload       []byte     `gorm:"not null"`
-	Status        string     `gorm:"size:16;not null;index:idx_outbox_due,priority:1"`
+	Status        string     `gorm:"size:16;not null"`
 	Attempts      int        `gorm:"not null"`
-	NextAttemptAt time.Time  `gorm:"not null;index:idx_outbox_due,priority:2"`
+	NextAttemptAt time.Time  `gorm:"not null;index:idx_outbox_pending,where:status = 'pending'"`
 	LockedUntil   *time.Time ``
 	ExpiresAt     *time.Time ``
 	LastError     string     `gorm:"size:500;not null"`

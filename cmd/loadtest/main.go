@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +142,7 @@ func startServer(o options) (*server, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+	serverPID = cmd.Process.Pid
 	return &server{cmd: cmd, stdout: stdout, ready: time.Since(started)}, nil
 }
 
@@ -254,7 +256,14 @@ func (c *client) do(method, path string, body []byte, header ...string) (int, *f
 	req.SetRequestURI(c.url + path)
 	req.Header.SetMethod(method)
 	n := c.seq.Add(1)
-	req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255))
+	var xff [16]byte
+	a := append(xff[:0], "10."...)
+	a = strconv.AppendUint(a, n>>16&255, 10)
+	a = append(a, '.')
+	a = strconv.AppendUint(a, n>>8&255, 10)
+	a = append(a, '.')
+	a = strconv.AppendUint(a, n&255, 10)
+	req.Header.SetBytesV("X-Forwarded-For", a)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -302,6 +311,7 @@ type result struct {
 	ops     atomic.Int64
 	errors  atomic.Int64
 	elapsed time.Duration
+	cpu     cpuSample
 	mu      sync.Mutex
 	steps   map[string][]time.Duration
 	err     error
@@ -331,6 +341,13 @@ func (r *result) print(o options) {
 		pct := func(p float64) time.Duration { return d[int(float64(len(d)-1)*p)] }
 		fmt.Printf("  %-12s p50 %8s  p99 %8s  (%d)\n", n, pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), len(d))
 	}
+	if ops := r.ops.Load(); ops > 0 {
+		per := func(d time.Duration) time.Duration { return (d / time.Duration(ops)).Round(100 * time.Nanosecond) }
+		rest := r.cpu.machine - r.cpu.tool - r.cpu.server
+		fmt.Printf("CPU per %s: server %s, load tool %s, rest of the machine %s; machine %.0f%% busy (%d cores)\n",
+			strings.TrimSuffix(unit, "/s"), per(r.cpu.server), per(r.cpu.tool), per(rest),
+			100*r.cpu.machine.Seconds()/r.elapsed.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
+	}
 }
 
 // measure runs work on o.conns goroutines for the warm-up and then the measured duration.
@@ -350,10 +367,58 @@ func measure(o options, res *result, work func(measuring bool)) {
 	}
 	time.Sleep(o.warmup)
 	measuring.Store(true)
-	start := time.Now()
+	start, before := time.Now(), sampleCPU()
 	<-ctx.Done()
-	res.elapsed = time.Since(start)
+	res.elapsed, res.cpu = time.Since(start), sampleCPU().minus(before)
 	wg.Wait()
+}
+
+// serverPID is the service the tool started, whose CPU time it reports; 0 when it targets -url.
+var serverPID int
+
+// cpuSample is CPU time used so far: by the server, by this tool, and by the whole machine
+// (everything but idle and I/O wait), so the rest (the database, mostly) shows too.
+type cpuSample struct{ server, tool, machine time.Duration }
+
+func (a cpuSample) minus(b cpuSample) cpuSample {
+	return cpuSample{a.server - b.server, a.tool - b.tool, a.machine - b.machine}
+}
+
+// clockTick is the kernel's USER_HZ, the unit of /proc's CPU times (100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+func sampleCPU() cpuSample {
+	s := cpuSample{tool: processCPU("self")}
+	if serverPID != 0 {
+		s.server = processCPU(strconv.Itoa(serverPID))
+	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		for i, f := range strings.Fields(line)[1:] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			n, _ := strconv.ParseInt(f, 10, 64)
+			s.machine += time.Duration(n) * clockTick
+		}
+	}
+	return s
+}
+
+// processCPU is the user and system time of a process (/proc/<pid>/stat fields 14 and 15).
+func processCPU(pid string) time.Duration {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * clockTick
 }
 
 func (c *client) reads(o options, s session) *result {

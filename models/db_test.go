@@ -1,0 +1,37 @@
+package models
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+)
+
+// Migrating a database made by an earlier version replaces the outbox's full due-message index
+// with the partial one, and migrating again changes nothing.
+func TestMigrateReplacesTheOutboxIndex(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, Options{SQLitePath: filepath.Join(t.TempDir(), "db.sqlite")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("CREATE INDEX idx_outbox_due ON outbox (status, next_attempt_at)").Error; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := Migrate(ctx, db); err != nil {
+			t.Fatal(err)
+		}
+		m := db.Migrator()
+		if m.HasIndex(&OutboxMessage{}, "idx_outbox_due") || !m.HasIndex(&OutboxMessage{}, "idx_outbox_pending") {
+			t.Fatal("the outbox indexes were not migrated")
+		}
+	}
+	var ddl string
+	db.Raw("SELECT sql FROM sqlite_master WHERE name = 'idx_outbox_pending'").Scan(&ddl)
+	if want := "WHERE status = 'pending'"; len(ddl) < len(want) || ddl[len(ddl)-len(want):] != want {
+		t.Fatalf("the pending index is %q, want a partial index %s", ddl, want)
+	}
+}
