@@ -21,6 +21,12 @@ const JobPurgeAccounts = "auth:purge-accounts"
 // DeletionGrace is the configured grace period.
 func (s *Service) DeletionGrace() time.Duration { return s.deletionGrace }
 
+// pastGrace reports whether the account was deleted longer ago than the grace period: it is gone,
+// whether or not the nightly purge has run, and nothing restores it.
+func (s *Service) pastGrace(u models.User) bool {
+	return u.DeletedAt.Valid && !s.now().Before(u.DeletedAt.Time.Add(s.deletionGrace))
+}
+
 // DeleteAccount soft-deletes the account of the signed-in session, which must be fresh: every
 // session ends at once, the person is told by e-mail when the data goes, and signing in before
 // then restores the account as it was. Restore links of recent address changes keep working (and
@@ -36,8 +42,18 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 	purgeAt := now.Add(s.deletionGrace)
 	var revoked []string
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The account row is locked, then the session checked again: a restore that committed
+		// since the request was authenticated has ended it, and must not be undone by a deletion
+		// from the session it ended.
 		var user models.User
-		if err := tx.Where("id = ?", userID).Take(&user).Error; err != nil {
+		if err := models.ForUpdate(tx).Where("id = ?", userID).Take(&user).Error; err != nil {
+			return ErrUserNotFound
+		}
+		var live int64
+		if err := tx.Model(&models.Session{}).Where("id = ? AND user_id = ?", st.Session.ID, userID).Count(&live).Error; err != nil {
+			return err
+		}
+		if live == 0 {
 			return ErrUserNotFound
 		}
 		if err := tx.Model(&models.User{}).Where("id = ?", userID).
@@ -65,7 +81,8 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 			if link.Email == user.Email {
 				continue
 			}
-			m, err := s.compose.FormerAddressDeleted(link.Email, user.Email, purgeAt, link.ExpiresAt)
+			// The link works until it expires or the account is purged, whichever comes first.
+			m, err := s.compose.FormerAddressDeleted(link.Email, user.Email, purgeAt, minTime(link.ExpiresAt, purgeAt))
 			if err := s.queue(tx, m, err, mail.EnqueueOptions{}); err != nil {
 				return err
 			}
@@ -82,8 +99,8 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 }
 
 // PurgeDeletedAccounts removes the accounts deleted longer ago than the grace period, with their
-// sessions, codes, restore links, queued e-mail, preferences and consent records. Purchases are
-// kept, unlinked.
+// sessions, address-change codes, restore links, record of e-mail sent, preferences and consent
+// records. Purchases are kept, unlinked.
 func (s *Service) PurgeDeletedAccounts(ctx context.Context) (int64, error) {
 	cutoff := s.now().Add(-s.deletionGrace)
 	var ids []string
@@ -107,9 +124,10 @@ func (s *Service) PurgeDeletedAccounts(ctx context.Context) (int64, error) {
 }
 
 // purgeUsers hard-deletes, inside tx, those of the users ids that are still deleted since before
-// cutoff (one may have been restored since it was picked), and returns how many. The foreign keys
-// cascade to sessions, accounts, user data and consent events; purchases, codes, links and
-// queued e-mail are handled here so nothing depends on them.
+// cutoff (one may have been restored since it was picked), and returns how many. The account rows
+// are locked first, as every transaction touching an account and its codes does. The foreign keys
+// cascade to sessions, accounts, user data and consent events; purchases, codes, links and the
+// outbox are handled here so nothing depends on them.
 func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 	var users []models.User
 	if err := models.ForUpdate(tx.Unscoped()).Where("id IN ? AND deleted_at IS NOT NULL AND deleted_at <= ?", ids, cutoff).
@@ -123,15 +141,18 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 	emails := make([]string, len(users))
 	for i, u := range users {
 		ids[i], emails[i] = u.ID, u.Email
-		if err := tx.Where("subject = ? OR subject = ? OR subject LIKE ?", u.Email, u.ID, restoreSubjects(u.ID)).
+		// The account's own codes and links go: address changes and restore links. Sign-in codes
+		// belong to the address, not the account: one asked for just now makes a new account.
+		if err := tx.Where("subject = ? OR subject LIKE ?", u.ID, restoreSubjects(u.ID)).
 			Delete(&models.Verification{}).Error; err != nil {
 			return 0, err
 		}
 	}
-	// The e-mail queued for the account's address goes with it. (Notices to its former addresses,
-	// which may belong to other accounts now, are left to the outbox's own retention.)
-	if err := tx.Where("recipient IN ?", emails).Delete(&models.OutboxMessage{}).Error; err != nil {
-		return 0, fmt.Errorf("auth: purging queued e-mail: %w", err)
+	// The record of e-mail sent to the account's address goes with it; e-mail still waiting may
+	// be a sign-in code just asked for, and is left to be delivered. (Notices to its former
+	// addresses, which may belong to other accounts now, are left to the outbox's own retention.)
+	if err := mail.ForgetDelivered(tx, emails); err != nil {
+		return 0, fmt.Errorf("auth: purging the record of e-mail: %w", err)
 	}
 	if err := tx.Model(&models.Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {
 		return 0, err
@@ -145,4 +166,11 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 		return 0, fmt.Errorf("auth: purging accounts: %w", err)
 	}
 	return int64(len(users)), nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

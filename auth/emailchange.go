@@ -214,13 +214,7 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 	var user models.User
 	now := s.now()
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		ok, err := consumeCode(tx, v)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return ErrInvalidToken
-		}
+		// The account row first, then the code: the order of every transaction that touches both.
 		res := tx.Model(&models.User{}).Where("id = ? AND email = ?", userID, oldEmail).
 			Updates(map[string]any{"email": newEmail, "email_verified": true, "updated_at": now})
 		if errors.Is(res.Error, gorm.ErrDuplicatedKey) {
@@ -231,6 +225,13 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 		}
 		if res.RowsAffected == 0 {
 			return ErrInvalidToken // the address changed meanwhile
+		}
+		ok, err := consumeCode(tx, v)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrInvalidToken
 		}
 		if revoked, err = s.endSessions(tx, userID, keepSession); err != nil {
 			return err
@@ -291,6 +292,9 @@ func (s *Service) checkRestoreLink(ctx context.Context, token string) (*models.V
 	if err := s.db.WithContext(ctx).Unscoped().Where("id = ?", userID).Take(&user).Error; err != nil {
 		return nil, models.User{}, ErrInvalidToken
 	}
+	if s.pastGrace(user) {
+		return nil, models.User{}, ErrInvalidToken
+	}
 	return v, user, nil
 }
 
@@ -307,23 +311,28 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 	var revoked []string
 	now := s.now()
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The account row first, locked and read again, then the link: the order of every
+		// transaction that touches both, and what the account is now, not when the page opened.
+		if err := models.ForUpdate(tx.Unscoped()).Where("id = ?", user.ID).Take(&user).Error; err != nil {
+			return ErrInvalidToken
+		}
+		if s.pastGrace(user) {
+			return ErrInvalidToken
+		}
+		err := tx.Unscoped().Model(&models.User{}).Where("id = ?", user.ID).
+			Updates(map[string]any{"email": v.Email, "email_verified": true, "updated_at": now, "deleted_at": nil}).Error
+		if errors.Is(err, gorm.ErrDuplicatedKey) {
+			return ErrEmailTaken
+		}
+		if err != nil {
+			return fmt.Errorf("auth: restoring the address: %w", err)
+		}
 		ok, err := consumeCode(tx, v)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return ErrInvalidToken
-		}
-		changes := map[string]any{"email_verified": true, "updated_at": now, "deleted_at": nil}
-		if v.Email != user.Email {
-			changes["email"] = v.Email
-		}
-		err = tx.Unscoped().Model(&models.User{}).Where("id = ?", user.ID).Updates(changes).Error
-		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return ErrEmailTaken
-		}
-		if err != nil {
-			return fmt.Errorf("auth: restoring the address: %w", err)
 		}
 		if revoked, err = s.endSessions(tx, user.ID, ""); err != nil {
 			return err

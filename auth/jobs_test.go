@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,60 @@ func TestRunExclusive_PanicIsAnError(t *testing.T) {
 		}
 		if ran, err := e.Auth.RunExclusive(context.Background(), auth.Job{Name: "boom", Run: func(context.Context) error { return nil }}); !ran || err != nil {
 			t.Fatalf("the lock was not released: ran=%v err=%v", ran, err)
+		}
+	})
+}
+
+// signedIn signs email in and returns the client and its session as the service sees it.
+func signedIn(t *testing.T, e *apptest.Env, email string) (apptest.Session, *auth.SessionState) {
+	t.Helper()
+	s := e.SignIn(email)
+	st, err := e.Auth.Session(context.Background(), auth.SessionQuery{Token: s.Token, FromDatabase: true})
+	if err != nil || st == nil {
+		t.Fatalf("session: %v", err)
+	}
+	return s, st
+}
+
+// An account picked by the purge but restored before its transaction (by a sign-in or a restore
+// link) is left alone: the purge checks again under the row lock.
+func TestPurge_RechecksUnderTheLock(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s, st := signedIn(t, e, "alice@example.com")
+		if _, err := e.Auth.DeleteAccount(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+		e.Clock.Advance(auth.DefaultDeletionGrace + time.Hour)
+		cutoff := e.Clock.Now().Add(-auth.DefaultDeletionGrace)
+		// Picked, then restored before the purge's transaction.
+		e.DB.Unscoped().Model(&models.User{}).Where("id = ?", s.UserID).Update("deleted_at", nil)
+		if n, err := e.Auth.PurgeUsersForTest(context.Background(), []string{s.UserID}, cutoff); err != nil || n != 0 {
+			t.Fatalf("purged %d, %v; want 0", n, err)
+		}
+		if n := e.Count(&models.User{}, "id = ?", s.UserID); n != 1 {
+			t.Fatal("a restored account was purged")
+		}
+		// Still deleted: purged.
+		e.DB.Unscoped().Model(&models.User{}).Where("id = ?", s.UserID).Update("deleted_at", cutoff.Add(-time.Minute))
+		if n, err := e.Auth.PurgeUsersForTest(context.Background(), []string{s.UserID}, cutoff); err != nil || n != 1 {
+			t.Fatalf("purged %d, %v; want 1", n, err)
+		}
+	})
+}
+
+// A deletion from a session that has ended since the request was authenticated (a restore link
+// used meanwhile ends every session) changes nothing.
+func TestDeleteAccount_RechecksTheSession(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s, st := signedIn(t, e, "alice@example.com")
+		if err := e.Auth.SignOut(context.Background(), s.Token); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Auth.DeleteAccount(context.Background(), st); !errors.Is(err, auth.ErrUserNotFound) {
+			t.Fatalf("delete from an ended session: %v", err)
+		}
+		if n := e.Count(&models.User{}, "id = ? AND deleted_at IS NULL", s.UserID); n != 1 {
+			t.Fatal("the account was deleted")
 		}
 	})
 }

@@ -58,6 +58,14 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 
 	var res SignInResult
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The account row is locked (or inserted) before the code is consumed: every transaction
+		// that touches both an account and its codes takes them in that order (restore, address
+		// change, purge), so none can deadlock with another. A lost race for the code rolls back
+		// the account it created.
+		user, created, err := s.findOrCreateUser(tx, email, name)
+		if err != nil {
+			return err
+		}
 		ok, err := consumeCode(tx, v)
 		if err != nil {
 			return err
@@ -66,10 +74,6 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 			return ErrInvalidOTP
 		}
 		if err := s.clearFailures(tx, email); err != nil {
-			return err
-		}
-		user, created, err := s.findOrCreateUser(tx, email, name)
-		if err != nil {
 			return err
 		}
 		token, sess, err := s.createSession(tx, user.ID, in.Client)
@@ -145,7 +149,7 @@ func (s *Service) findOrCreateUserOnce(tx *gorm.DB, email, name string) (models.
 	if err != nil {
 		return models.User{}, false, fmt.Errorf("auth: reading a user: %w", err)
 	}
-	if existing.DeletedAt.Valid && !now.Before(existing.DeletedAt.Time.Add(s.deletionGrace)) {
+	if s.pastGrace(existing) {
 		// Past its grace period the account is gone, whether or not the nightly purge has run:
 		// purge it now and sign up afresh.
 		if _, err := purgeUsers(tx, []string{existing.ID}, now.Add(-s.deletionGrace)); err != nil {

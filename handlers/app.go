@@ -81,7 +81,7 @@ func NewApp(d Deps) *fiber.App {
 	api := &authAPI{auth: d.Auth, sessions: sessions, body: bodyReader{origins: origins}}
 	own := &ownAPI{auth: d.Auth, origins: origins}
 	health := &healthAPI{ready: d.Ready, log: log}
-	pages := &pagesHandler{auth: d.Auth, sessions: sessions, origins: origins, siteName: siteName}
+	pages := &pagesHandler{auth: d.Auth, sessions: sessions, origins: origins, siteName: siteName, log: log}
 	guard := middleware.NewPageGuard(sessions)
 
 	app.Use(middleware.RequestContext(log, errorHandler))

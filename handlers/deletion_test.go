@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"codeauth/models"
 
 	"github.com/google/uuid"
+	"gorm.io/gorm"
 )
 
 // Catalogue G71: deleting the account ends every session at once (bearer, and this instance's
@@ -57,8 +59,10 @@ func TestDeletion_GraceAndRestore(t *testing.T) {
 	})
 }
 
-// The nightly purge removes accounts past their grace period with their sessions, codes,
-// preferences and consent records; purchases stay, unlinked. A later sign-in makes a new account.
+// The nightly purge removes accounts past their grace period with their sessions, address-change
+// codes, restore links, record of sent e-mail, preferences and consent records; purchases stay,
+// unlinked. A sign-in code asked for just before, and still waiting to go out, is delivered, and
+// signing in with it makes a new account.
 func TestDeletion_Purge(t *testing.T) {
 	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
 		gone := e.SignIn("gone@example.com")
@@ -66,16 +70,24 @@ func TestDeletion_Purge(t *testing.T) {
 		e.Post("/api/marketing-consent", nil, bearer(gone)...)
 		p := models.Purchase{ID: uuid.NewString(), Email: "gone@example.com", UserID: &gone.UserID, Product: "Pro", PurchasedAt: e.Clock.Now(), CreatedAt: e.Clock.Now()}
 		e.DB.Create(&p)
-		// A change leaves a restore link; a code is pending when the account is deleted.
+		// A change leaves a restore link.
 		changeByCode(t, e, gone, "gone@example.com", "gone2@example.com")
 		e.Post("/api/account/delete", nil, bearer(gone)...)
-		e.SendCode("gone2@example.com")
 		e.Clock.Advance(auth.DefaultDeletionGrace - time.Minute)
 		// Deleted later: still in its grace period. The first session is too old to delete with.
 		e.Post("/api/account/delete", nil, bearer(kept)...).ExpectError(t, 403, "SESSION_NOT_FRESH")
 		kept = e.SignIn("kept@example.com")
 		e.Post("/api/account/delete", nil, bearer(kept)...)
 		e.Clock.Advance(2 * time.Minute)
+		// A code asked for now, whose e-mail has not gone out yet.
+		e.Mailer.FailKind(mail.KindSignInCode, errors.New("provider slow"))
+		if r := e.Post(sendPath, map[string]any{"email": "gone2@example.com", "type": "sign-in"}); r.Status != 200 {
+			t.Fatalf("send: %d", r.Status)
+		}
+		e.Mailer.Flush()
+		if c := e.Count(&models.Verification{}, "subject LIKE ?", gone.UserID+":%"); c != 1 {
+			t.Fatalf("%d restore links before the purge, want 1: the checks below would prove nothing", c)
+		}
 
 		purged, err := e.Auth.PurgeDeletedAccounts(context.Background())
 		if err != nil || purged != 1 {
@@ -91,12 +103,17 @@ func TestDeletion_Purge(t *testing.T) {
 				t.Fatalf("%d %s rows of the purged account left", c, name)
 			}
 		}
-		// Its codes, restore links and e-mail go too.
-		if c := e.Count(&models.Verification{}, "subject IN ? OR subject LIKE ?", []string{gone.UserID, "gone2@example.com"}, gone.UserID+":%"); c != 0 {
+		// Its codes, restore links and the record of its e-mail go too; the waiting code stays.
+		if c := e.Count(&models.Verification{}, "subject = ? OR subject LIKE ?", gone.UserID, gone.UserID+":%"); c != 0 {
 			t.Fatalf("%d codes or links of the purged account left", c)
 		}
-		if c := e.Count(&models.OutboxMessage{}, "recipient = ?", "gone2@example.com"); c != 0 {
-			t.Fatalf("%d e-mails to the purged account's address left", c)
+		if c := e.Count(&models.OutboxMessage{}, "recipient = ? AND status <> ?", "gone2@example.com", "pending"); c != 0 {
+			t.Fatalf("%d records of e-mail to the purged account's address left", c)
+		}
+		e.Mailer.FailKind(mail.KindSignInCode, nil)
+		e.Clock.Advance(mail.Backoff(1))
+		if r := signIn(e, "gone2@example.com", e.Mailer.LastCode("gone2@example.com")); r.Status != 200 {
+			t.Fatalf("signing in with the code that waited: %d %s", r.Status, r.Body)
 		}
 		var left models.Purchase
 		e.DB.Where("id = ?", p.ID).Take(&left)
@@ -226,6 +243,59 @@ func TestDelivery_LostAnswerIsNotSentTwice(t *testing.T) {
 	}
 	if provider.Requests() < 2 || len(provider.Delivered()) != 1 {
 		t.Fatalf("%d requests, %d e-mails sent; want a retry and one e-mail", provider.Requests(), len(provider.Delivered()))
+	}
+}
+
+// A revoked provider key is the operator's to fix: messages keep being retried well past
+// MaxAttempts, each failure logged as an error, and go out once the key works again. They are
+// given up only after mail.CredentialsRetryWindow.
+func TestDelivery_RevokedKeyIsRetried(t *testing.T) {
+	provider := apptest.NewFakeProvider(t)
+	resend, _ := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
+	e := apptest.New(t, apptest.SQLite, apptest.WithProvider(resend))
+	enqueue := func(to string) {
+		t.Helper()
+		err := e.DB.Transaction(func(tx *gorm.DB) error {
+			return e.Auth.Outbox().Enqueue(tx, mail.Message{Kind: mail.KindWelcome, To: to, Subject: "Welcome", Text: "Hi", HTML: "<p>Hi</p>"}, mail.EnqueueOptions{})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	message := func(to string) models.OutboxMessage {
+		var m models.OutboxMessage
+		e.DB.Where("recipient = ?", to).Take(&m)
+		return m
+	}
+	provider.RevokeKey()
+	enqueue("a@example.com")
+	for i := 0; i < mail.MaxAttempts+5; i++ {
+		e.Mailer.Flush()
+		e.Clock.Advance(mail.Backoff(i + 1))
+	}
+	if m := message("a@example.com"); m.Status != "pending" || m.Attempts <= mail.MaxAttempts {
+		t.Fatalf("after %d refusals: %s with %d attempts, want still pending", mail.MaxAttempts+5, m.Status, m.Attempts)
+	}
+	if !strings.Contains(e.Logs.String(), `level=ERROR msg="outbox: delivery failed, will retry"`) {
+		t.Fatal("the refused key was not logged as an error")
+	}
+	if len(provider.Delivered()) != 0 {
+		t.Fatal("delivered with a revoked key")
+	}
+	provider.RestoreKey()
+	e.Clock.Advance(15 * time.Minute)
+	e.Mailer.Flush()
+	if got := provider.Delivered(); len(got) != 1 || got[0].To[0] != "a@example.com" || message("a@example.com").Status != "sent" {
+		t.Fatalf("after the key was restored: %+v", got)
+	}
+	// Past the window, the message is given up.
+	provider.RevokeKey()
+	enqueue("b@example.com")
+	e.Mailer.Flush()
+	e.Clock.Advance(mail.CredentialsRetryWindow)
+	e.Mailer.Flush()
+	if m := message("b@example.com"); m.Status != "abandoned" || len(m.Payload) != 0 {
+		t.Fatalf("after the window: %s, %d bytes kept", m.Status, len(m.Payload))
 	}
 }
 

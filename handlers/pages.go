@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/url"
 	"strings"
@@ -25,6 +26,7 @@ type pagesHandler struct {
 	sessions *middleware.Sessions
 	origins  *middleware.Origins
 	siteName string
+	log      *slog.Logger
 }
 
 // render writes a component as the HTML answer. It renders into a buffer first, so a failure
@@ -210,9 +212,10 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 	h.sessions.Issue(c, &res.SessionState, true)
 	if previous != "" {
 		// The browser's earlier session (signing in again, or as someone else) is unreachable
-		// now that its cookie is replaced: end it rather than leave it live.
+		// now that its cookie is replaced: end it rather than leave it live. The sign-in stands
+		// if that fails; the old session then simply expires.
 		if err := h.auth.SignOut(c.UserContext(), previous); err != nil {
-			return err
+			h.log.WarnContext(c.UserContext(), "ending the replaced session failed", "error", err)
 		}
 	}
 	e.Email, e.Step = res.User.Email, views.StepVerified

@@ -28,6 +28,19 @@ func changeByCode(t *testing.T, e *apptest.Env, s apptest.Session, oldEmail, new
 	return token
 }
 
+// takeOverAndDelete plays a thief holding victim@example.com's session: the account moves to
+// thief@example.com and is deleted. It returns the thief's session and the restore link mailed to
+// the victim's address.
+func takeOverAndDelete(t *testing.T, e *apptest.Env) (apptest.Session, string) {
+	t.Helper()
+	thief := e.SignIn("victim@example.com")
+	link := changeByCode(t, e, thief, "victim@example.com", "thief@example.com")
+	if r := e.Post("/api/account/delete", nil, bearer(thief)...); r.Status != 200 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	return thief, link
+}
+
 // restore posts the restore form with token from a browser holding cookies.
 func restore(e *apptest.Env, token string, cookies []*http.Cookie) *apptest.Response {
 	return e.Do(apptest.Request{Method: "POST", Path: "/auth/restore-email", Body: url.Values{"token": {token}}.Encode(),
@@ -185,11 +198,7 @@ func TestRestore_LaterLinksDieWithARestore(t *testing.T) {
 // account alone, and signs out a browser whose session it ended.
 func TestRestore_UndoesADeletion(t *testing.T) {
 	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
-		thief := e.SignIn("victim@example.com")
-		link := changeByCode(t, e, thief, "victim@example.com", "thief@example.com")
-		if r := e.Post("/api/account/delete", nil, bearer(thief)...); r.Status != 200 {
-			t.Fatalf("delete: %d %s", r.Status, r.Body)
-		}
+		thief, link := takeOverAndDelete(t, e)
 		notice := e.Mailer.Last(mail.KindFormerAddressDeleted, "victim@example.com")
 		if !strings.Contains(notice.Text, "thief@example.com") || !strings.Contains(notice.Text, "restore link") {
 			t.Fatalf("notice to the old address: %+v", notice)
@@ -198,7 +207,7 @@ func TestRestore_UndoesADeletion(t *testing.T) {
 			t.Fatal("no deletion notice to the current address")
 		}
 		page := e.Get("/auth/restore-email?token=" + url.QueryEscape(link))
-		if page.Status != 200 || !strings.Contains(string(page.Body), "deletion") {
+		if page.Status != 200 || !strings.Contains(string(page.Body), "restoring the address also cancels the deletion") {
 			t.Fatalf("restore page of a deleted account: %d %s", page.Status, page.Body)
 		}
 		bystander := e.SignIn("bystander@example.com")
@@ -225,4 +234,27 @@ func TestRestore_UndoesADeletion(t *testing.T) {
 			t.Fatalf("restore in the ended session's browser: %d, cookie %v", r.Status, c)
 		}
 	})
+}
+
+// With a grace period shorter than a restore link's life, the link dies with the account: it
+// cannot bring back an account past its grace, and the notice to the old address says when it
+// stops working.
+func TestRestore_NotPastTheGracePeriod(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		thief, link := takeOverAndDelete(t, e)
+		purgeDay := mail.DateText(e.Clock.Now().Add(2 * time.Hour))
+		if notice := e.Mailer.Last(mail.KindFormerAddressDeleted, "victim@example.com"); !strings.Contains(notice.Text, "It works until "+purgeDay) {
+			t.Fatalf("the notice does not give the purge day %s: %s", purgeDay, notice.Text)
+		}
+		e.Clock.Advance(2*time.Hour + time.Second)
+		if r := e.Get("/auth/restore-email?token=" + url.QueryEscape(link)); r.Status != 400 {
+			t.Fatalf("restore page past the grace period: %d", r.Status)
+		}
+		if r := restore(e, link, nil); r.Status != 400 {
+			t.Fatalf("restore past the grace period: %d", r.Status)
+		}
+		if u := userOf(t, e, thief.UserID); !u.DeletedAt.Valid || u.Email != "thief@example.com" {
+			t.Fatalf("an account past its grace came back: %+v", u)
+		}
+	}, apptest.WithDeletionGrace(2*time.Hour))
 }

@@ -19,17 +19,24 @@ import (
 	"gorm.io/gorm"
 )
 
-// Outbox statuses.
+// Outbox statuses. Queries on pending rows write the status as a literal (pendingSQL), not a
+// parameter, so that PostgreSQL's generic plans of prepared statements can use the partial index
+// on pending rows.
 const (
 	statusPending   = "pending"
 	statusSent      = "sent"
 	statusAbandoned = "abandoned"
+	pendingSQL      = "status = 'pending'"
 )
 
 // Delivery policy of the outbox.
 const (
 	// MaxAttempts is how many deliveries a message gets before it is given up.
 	MaxAttempts = 20
+	// CredentialsRetryWindow is how long a message keeps being retried while the provider refuses
+	// the service's credentials (CredentialsError), attempts not counted: as long as a restore
+	// link lives, so an operator who fixes the key within it loses no notice.
+	CredentialsRetryWindow = 7 * 24 * time.Hour
 	// lease is how long a worker owns a message it is delivering; a worker that dies releases it
 	// by letting the lease run out.
 	lease = time.Minute
@@ -110,7 +117,7 @@ func (o *Outbox) Enqueue(tx *gorm.DB, m Message, opts EnqueueOptions) error {
 	if opts.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
 		if err := tx.Model(&models.OutboxMessage{}).
-			Where("supersede = ? AND status = ? AND (locked_until IS NULL OR locked_until <= ?)", opts.Supersede, statusPending, now).
+			Where("supersede = ? AND "+pendingSQL+" AND (locked_until IS NULL OR locked_until <= ?)", opts.Supersede, now).
 			Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "last_error": "superseded"}).Error; err != nil {
 			return fmt.Errorf("mail: superseding: %w", err)
 		}
@@ -250,11 +257,11 @@ func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
 	}
 	var batch []models.OutboxMessage
 	err := o.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ?, attempts = attempts + 1
- WHERE id IN (SELECT id FROM outbox WHERE status = ? AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
+ WHERE id IN (SELECT id FROM outbox WHERE `+pendingSQL+` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
   ORDER BY next_attempt_at LIMIT ?`+skipLocked+`)
- AND status = ? AND (locked_until IS NULL OR locked_until <= ?)
+ AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
-		now.Add(lease), statusPending, now, now, batchSize, statusPending, now).Scan(&batch).Error
+		now.Add(lease), now, now, batchSize, now).Scan(&batch).Error
 	if err != nil {
 		return nil, fmt.Errorf("mail: claiming messages: %w", err)
 	}
@@ -277,13 +284,15 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 		return outcomeSent, nil
 	}
 	var permanent *PermanentError
-	if errors.As(err, &permanent) || row.Attempts >= MaxAttempts {
+	var credentials *CredentialsError
+	refusedKey := errors.As(err, &credentials)
+	if errors.As(err, &permanent) || (!refusedKey && row.Attempts >= MaxAttempts) ||
+		(refusedKey && !o.clock().Before(row.CreatedAt.Add(CredentialsRetryWindow))) {
 		o.log.ErrorContext(ctx, "outbox: giving up on a message", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
 		return outcomeAbandoned, err
 	}
 	level := slog.LevelWarn
-	var credentials *CredentialsError
-	if errors.As(err, &credentials) {
+	if refusedKey {
 		level = slog.LevelError
 	}
 	o.log.Log(ctx, level, "outbox: delivery failed, will retry", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
@@ -365,7 +374,7 @@ func truncate(s string, n int) string {
 func (o *Outbox) Due(ctx context.Context) (int64, error) {
 	var n int64
 	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).
-		Where("status = ? AND next_attempt_at <= ?", statusPending, o.clock()).Count(&n).Error
+		Where(pendingSQL+" AND next_attempt_at <= ?", o.clock()).Count(&n).Error
 	return n, err
 }
 
@@ -381,6 +390,12 @@ func (o *Outbox) Stats(ctx context.Context) (map[string]int64, error) {
 		out[r.Status] = r.N
 	}
 	return out, err
+}
+
+// ForgetDelivered deletes, inside tx, the records of messages to the recipients that were
+// delivered or given up; messages still waiting are left to be delivered.
+func ForgetDelivered(tx *gorm.DB, recipients []string) error {
+	return tx.Where("recipient IN ? AND status <> ?", recipients, statusPending).Delete(&models.OutboxMessage{}).Error
 }
 
 // PruneDelivered deletes messages delivered or given up before cutoff (their payloads are gone

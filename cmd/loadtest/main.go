@@ -394,8 +394,11 @@ func sampleCPU() cpuSample {
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
+		// user nice system idle iowait irq softirq steal guest guest_nice: idle and I/O wait are
+		// not busy, steal is time the hypervisor gave to others, and guest time is counted in
+		// user time already.
 		for i, f := range strings.Fields(line)[1:] {
-			if i == 3 || i == 4 { // idle, iowait
+			if i == 3 || i == 4 || i >= 7 {
 				continue
 			}
 			n, _ := strconv.ParseInt(f, 10, 64)

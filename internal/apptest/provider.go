@@ -17,6 +17,8 @@ type FakeProvider struct {
 	APIKey string
 	mu     sync.Mutex
 	down   bool
+	// accepted is the key the provider takes now (APIKey unless revoked).
+	accepted string
 	// requests counts every request; delivered holds each e-mail actually sent, by key.
 	requests  int
 	delivered map[string]FakeEmail
@@ -31,7 +33,7 @@ type FakeEmail struct {
 
 // NewFakeProvider starts a fake provider for the test.
 func NewFakeProvider(t testing.TB) *FakeProvider {
-	p := &FakeProvider{APIKey: "re_test_key", delivered: map[string]FakeEmail{}}
+	p := &FakeProvider{APIKey: "re_test_key", accepted: "re_test_key", delivered: map[string]FakeEmail{}}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -48,7 +50,7 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		io.WriteString(w, `{"message":"not found"}`)
 		return
-	case r.Header.Get("Authorization") != "Bearer "+p.APIKey:
+	case r.Header.Get("Authorization") != "Bearer "+p.accepted:
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, `{"message":"invalid key"}`)
 		return
@@ -74,6 +76,19 @@ func (p *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	p.delivered[key] = e
 	p.order = append(p.order, key)
 	io.WriteString(w, `{"id":"`+key+`"}`)
+}
+
+// RevokeKey makes the provider refuse the key it was created with (401), as after a key is
+// revoked in the provider's dashboard; RestoreKey accepts it again.
+func (p *FakeProvider) RevokeKey() { p.setKey("re_revoked") }
+
+// RestoreKey accepts the original key again.
+func (p *FakeProvider) RestoreKey() { p.setKey(p.APIKey) }
+
+func (p *FakeProvider) setKey(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.accepted = key
 }
 
 // SetDown starts or ends an outage.

@@ -29,7 +29,8 @@ start_postgres() {
 
 fresh_databases=()
 drop_fresh_databases() {
-  for db in "${fresh_databases[@]}"; do
+  # The +-form keeps `set -u` quiet about an empty array on bash before 4.4.
+  for db in ${fresh_databases[@]+"${fresh_databases[@]}"}; do
     psql -q -d postgres -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 || true
   done
 }
