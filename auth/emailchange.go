@@ -66,22 +66,31 @@ func (s *Service) addressTaken(ctx context.Context, email string) (bool, error) 
 	return n > 0, err
 }
 
+// changeRequest runs the checks both change flows make before sending anything: a fresh session,
+// a valid new address that is not the current one, and the per-address send throttle. send is
+// false when the address belongs to another account: the caller then sends nothing and answers
+// as if it had.
+func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew string) (email string, send bool, err error) {
+	if err := s.requireFresh(st); err != nil {
+		return "", false, err
+	}
+	if email, err = newAddress(st.User, rawNew); err != nil {
+		return "", false, err
+	}
+	if err := s.throttleSend(ctx, email); err != nil {
+		return "", false, err
+	}
+	taken, err := s.addressTaken(ctx, email)
+	return email, err == nil && !taken, err
+}
+
 // RequestEmailChangeCode e-mails a change-email code to the new address (the app flow). The
 // session must be fresh. An address that belongs to another account gets nothing, and the caller
 // the same answer, so the request reveals nothing; the final step then fails like a wrong code.
 func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, rawNew string) error {
-	if err := s.requireFresh(st); err != nil {
-		return err
-	}
 	user := st.User
-	email, err := newAddress(user, rawNew)
-	if err != nil {
-		return err
-	}
-	if err := s.throttleSend(ctx, email); err != nil {
-		return err
-	}
-	if taken, err := s.addressTaken(ctx, email); err != nil || taken {
+	email, send, err := s.changeRequest(ctx, st, rawNew)
+	if err != nil || !send {
 		return err
 	}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -124,18 +133,9 @@ func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, 
 	if !s.changeLinks {
 		return ErrChangeLinksDisabled
 	}
-	if err := s.requireFresh(st); err != nil {
-		return err
-	}
 	user := st.User
-	email, err := newAddress(user, rawNew)
-	if err != nil {
-		return err
-	}
-	if err := s.throttleSend(ctx, email); err != nil {
-		return err
-	}
-	if taken, err := s.addressTaken(ctx, email); err != nil || taken {
+	email, send, err := s.changeRequest(ctx, st, rawNew)
+	if err != nil || !send {
 		return err
 	}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -189,21 +189,22 @@ func (s *Service) checkChangeLink(ctx context.Context, token string) (*models.Ve
 	return v, user, nil
 }
 
-// ConfirmEmailChange uses a change link (the web flow). sessionUserID is the person signed in
-// where the link is opened, if anyone: a link opened in another account's session is refused.
-// keepSession is the session to keep; every other session of the account ends.
-func (s *Service) ConfirmEmailChange(ctx context.Context, token, sessionUserID, keepSession string) (models.User, error) {
+// ConfirmEmailChange uses a change link (the web flow). st is the session where the link is
+// opened, or nil: a link opened in another account's session is refused. That session is kept;
+// every other session of the account ends.
+func (s *Service) ConfirmEmailChange(ctx context.Context, token string, st *SessionState) (models.User, error) {
 	v, user, err := s.checkChangeLink(ctx, token)
 	if err != nil {
 		return models.User{}, err
 	}
-	if sessionUserID != "" && sessionUserID != user.ID {
-		return models.User{}, ErrInvalidToken
+	keep := ""
+	if st != nil {
+		if st.User.ID != user.ID {
+			return models.User{}, ErrInvalidToken
+		}
+		keep = st.Session.ID
 	}
-	if sessionUserID == "" {
-		keepSession = ""
-	}
-	return s.applyEmailChange(ctx, v, user.ID, user.Email, v.Email, keepSession)
+	return s.applyEmailChange(ctx, v, user.ID, user.Email, v.Email, keep)
 }
 
 // applyEmailChange consumes the code or link and moves the account to the new address, in one

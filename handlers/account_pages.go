@@ -58,11 +58,7 @@ func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sessionUser, sessionID := "", ""
-	if st != nil {
-		sessionUser, sessionID = st.User.ID, st.Session.ID
-	}
-	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.FormValue("token"), sessionUser, sessionID)
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.FormValue("token"), st)
 	p, perr := h.page(c, "Confirm your new e-mail address")
 	if perr != nil {
 		return perr

@@ -102,16 +102,9 @@ func (h *authAPI) signOut(c *fiber.Ctx) error {
 	if _, err := h.body.read(c); err != nil {
 		return err
 	}
-	cred := h.sessions.Credential(c)
-	for i, token := range []string{cred.Token, cred.CookieToken} {
-		if token == "" || (i == 1 && token == cred.Token) {
-			continue
-		}
-		if err := h.auth.SignOut(c.UserContext(), token); err != nil {
-			return err
-		}
+	if err := h.sessions.SignOut(c); err != nil {
+		return err
 	}
-	h.sessions.Clear(c)
 	return c.JSON(successResponse{Success: true})
 }
 
@@ -219,11 +212,7 @@ func (h *authAPI) verifyEmail(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sessionUser, sessionID := "", ""
-	if st != nil {
-		sessionUser, sessionID = st.User.ID, st.Session.ID
-	}
-	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.Query("token"), sessionUser, sessionID)
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.Query("token"), st)
 	if err != nil {
 		answer, known := toAPIError(err)
 		if callback == "" || !known {

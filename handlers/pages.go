@@ -257,35 +257,16 @@ func (h *pagesHandler) evidence(c *fiber.Ctx, source string) auth.ConsentEvidenc
 
 // signOut is POST /auth/sign-out from the pages.
 func (h *pagesHandler) signOut(c *fiber.Ctx) error {
-	cred := h.sessions.Credential(c)
-	for i, token := range []string{cred.Token, cred.CookieToken} {
-		if token == "" || (i == 1 && token == cred.Token) {
-			continue
-		}
-		if err := h.auth.SignOut(c.UserContext(), token); err != nil {
-			return err
-		}
+	if err := h.sessions.SignOut(c); err != nil {
+		return err
 	}
-	h.sessions.Clear(c)
 	return c.Redirect(middleware.SignInPath, fiber.StatusSeeOther)
 }
 
 // account is GET /account.
 func (h *pagesHandler) account(c *fiber.Ctx) error {
-	p, err := h.page(c, "Your account")
-	if err != nil {
-		return err
-	}
 	st := middleware.Current(c)
-	prefs, err := h.auth.Preferences(c.UserContext(), st.User.ID)
-	if err != nil {
-		return err
-	}
-	a := views.Account{Email: st.User.Email, Name: st.User.Name, MarketingOptIn: prefs.MarketingOptIn}
-	if !h.auth.Fresh(st) {
-		a.ReauthURL = middleware.ReauthURL("/account")
-	}
-	return render(c, fiber.StatusOK, views.AccountPage(p, a))
+	return h.accountWith(c, fiber.StatusOK, views.Account{Email: st.User.Email, Name: st.User.Name})
 }
 
 // signedIn returns the session of a request that changes the account, checked against the
@@ -338,7 +319,8 @@ func (h *pagesHandler) updateName(c *fiber.Ctx) error {
 }
 
 // accountWith renders the account page with a given form state (a refused change without
-// JavaScript).
+// JavaScript), adding the consent status and, for a session too old for the sensitive forms, the
+// sign-in-again link.
 func (h *pagesHandler) accountWith(c *fiber.Ctx, status int, a views.Account) error {
 	p, err := h.page(c, "Your account")
 	if err != nil {

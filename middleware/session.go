@@ -186,6 +186,26 @@ func (m *Sessions) setCache(c *fiber.Ctx, st *auth.SessionState) {
 	m.setCookie(c, m.dataCookie, value, int(auth.CookieCacheTTL/time.Second))
 }
 
+// SignOut ends every session the request presents, the bearer token's and the session cookie's
+// (both, should they name different sessions), and expires the cookies.
+func (m *Sessions) SignOut(c *fiber.Ctx) error {
+	cred := m.Credential(c)
+	tokens := []string{cred.Token}
+	if cred.CookieToken != cred.Token {
+		tokens = append(tokens, cred.CookieToken)
+	}
+	for _, token := range tokens {
+		if token == "" {
+			continue
+		}
+		if err := m.auth.SignOut(c.UserContext(), token); err != nil {
+			return err
+		}
+	}
+	m.Clear(c)
+	return nil
+}
+
 // Clear expires the session cookie and the cookie cache.
 func (m *Sessions) Clear(c *fiber.Ctx) {
 	m.setCookie(c, m.tokenCookie, "", -1)
