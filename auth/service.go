@@ -109,7 +109,9 @@ func New(opts Options) (*Service, error) {
 		s.deletionGrace = DefaultDeletionGrace
 	}
 	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
-	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, deriveKey(opts.Secret, "outbox"), s.now, s.log)
+	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
+	// operator who fixes the key within that time loses no notice.
+	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
 	if err != nil {
 		return nil, err
 	}

@@ -248,7 +248,7 @@ func TestDelivery_LostAnswerIsNotSentTwice(t *testing.T) {
 
 // A revoked provider key is the operator's to fix: messages keep being retried well past
 // MaxAttempts, each failure logged as an error, and go out once the key works again. They are
-// given up only after mail.CredentialsRetryWindow.
+// given up only after a restore link's lifetime (auth.RestoreLinkLifetime).
 func TestDelivery_RevokedKeyIsRetried(t *testing.T) {
 	provider := apptest.NewFakeProvider(t)
 	resend, _ := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
@@ -292,7 +292,7 @@ func TestDelivery_RevokedKeyIsRetried(t *testing.T) {
 	provider.RevokeKey()
 	enqueue("b@example.com")
 	e.Mailer.Flush()
-	e.Clock.Advance(mail.CredentialsRetryWindow)
+	e.Clock.Advance(auth.RestoreLinkLifetime)
 	e.Mailer.Flush()
 	if m := message("b@example.com"); m.Status != "abandoned" || len(m.Payload) != 0 {
 		t.Fatalf("after the window: %s, %d bytes kept", m.Status, len(m.Payload))

@@ -26,17 +26,13 @@ const (
 	statusPending   = "pending"
 	statusSent      = "sent"
 	statusAbandoned = "abandoned"
-	pendingSQL      = "status = 'pending'"
+	pendingSQL      = "status = '" + statusPending + "'"
 )
 
 // Delivery policy of the outbox.
 const (
 	// MaxAttempts is how many deliveries a message gets before it is given up.
 	MaxAttempts = 20
-	// CredentialsRetryWindow is how long a message keeps being retried while the provider refuses
-	// the service's credentials (CredentialsError), attempts not counted: as long as a restore
-	// link lives, so an operator who fixes the key within it loses no notice.
-	CredentialsRetryWindow = 7 * 24 * time.Hour
 	// lease is how long a worker owns a message it is delivering; a worker that dies releases it
 	// by letting the lease run out.
 	lease = time.Minute
@@ -67,11 +63,15 @@ type Outbox struct {
 	now    func() time.Time
 	log    *slog.Logger
 	kick   chan struct{}
+	// refusedKeyRetry is how long a message keeps being retried, attempts not counted, while the
+	// provider refuses the service's credentials (CredentialsError).
+	refusedKeyRetry time.Duration
 }
 
 // NewOutbox returns an outbox on db delivering through mailer; key (32 bytes) seals the stored
-// messages.
-func NewOutbox(db *gorm.DB, mailer Mailer, key []byte, now func() time.Time, log *slog.Logger) (*Outbox, error) {
+// messages. While the provider refuses the service's credentials, a message is retried for
+// refusedKeyRetry, however many attempts that takes: that is the operator's to fix.
+func NewOutbox(db *gorm.DB, mailer Mailer, key []byte, refusedKeyRetry time.Duration, now func() time.Time, log *slog.Logger) (*Outbox, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
@@ -86,7 +86,7 @@ func NewOutbox(db *gorm.DB, mailer Mailer, key []byte, now func() time.Time, log
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{db: db, mailer: mailer, aead: aead, now: now, log: log, kick: make(chan struct{}, 1)}, nil
+	return &Outbox{db: db, mailer: mailer, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry}, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -287,7 +287,7 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	var credentials *CredentialsError
 	refusedKey := errors.As(err, &credentials)
 	if errors.As(err, &permanent) || (!refusedKey && row.Attempts >= MaxAttempts) ||
-		(refusedKey && !o.clock().Before(row.CreatedAt.Add(CredentialsRetryWindow))) {
+		(refusedKey && !o.clock().Before(row.CreatedAt.Add(o.refusedKeyRetry))) {
 		o.log.ErrorContext(ctx, "outbox: giving up on a message", "kind", row.Kind, "id", row.ID, "attempts", row.Attempts, "error", err)
 		return outcomeAbandoned, err
 	}

@@ -135,7 +135,8 @@ type Purchase struct {
 // kind goes out. LockedUntil is a worker's lease on the message; the id doubles as the provider's
 // idempotency key. The due-message index covers pending rows only: the workers poll it all the
 // time, and delivered rows, which the table keeps for 30 days, would otherwise fill it (with
-// dead entries between vacuums, on PostgreSQL).
+// dead entries between vacuums, on PostgreSQL). A struct tag cannot name a constant: 'pending'
+// there must stay mail's statusPending.
 type OutboxMessage struct {
 	ID            string     `gorm:"type:uuid;primaryKey"`
 	Kind          string     `gorm:"size:32;not null"`
