@@ -47,7 +47,6 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 		TranslateError:         true,
 		NowFunc:                opts.Now,
 		SkipDefaultTransaction: true,
-		PrepareStmt:            opts.DatabaseURL != "",
 		Logger:                 newLogger(log),
 	})
 	if err != nil {
