@@ -23,10 +23,7 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.checkLocked(ctx, email); err != nil {
-		return err
-	}
-	if err := s.throttleSend(ctx, email); err != nil {
+	if err := s.throttleSend(ctx, email, true); err != nil {
 		return err
 	}
 	// The code and its e-mail are written in one transaction; the outbox delivers the e-mail
@@ -82,36 +79,32 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 //
 // The attempt is spent by one conditional UPDATE committed on its own before the comparison, so
 // parallel guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons
-// in total, and a failure later in the request cannot roll the count back. guard runs once the
-// attempt is spent and before the comparison (the per-address failure cap); its error is
-// returned instead of comparing.
-func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, guard func() error) (*models.Verification, error) {
+// in total, and a failure later in the request cannot roll the count back. The same statement
+// returns the row, and spends nothing while failed verifications have locked the address (when lockable: checkLocked). guard runs once the attempt is spent and before the comparison (the per-address
+// failure cap); its error is returned instead of comparing.
+func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool, guard func() error) (*models.Verification, error) {
 	if !validCodeShape(code) {
+		if lockable {
+			if err := s.checkLocked(ctx, email); err != nil {
+				return nil, err
+			}
+		}
 		return nil, ErrInvalidOTP
 	}
-	db := s.db.WithContext(ctx)
-	var v models.Verification
-	err := db.Where("purpose = ? AND subject = ?", purpose, subject).Take(&v).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, ErrInvalidOTP
-	}
-	if err != nil {
-		return nil, fmt.Errorf("auth: reading a code: %w", err)
+	lockKey := ""
+	if lockable {
+		lockKey = s.keys.throttleKey(throttleFailure, email)
 	}
 	now := s.now()
-	if !now.Before(v.ExpiresAt) {
-		db.Where("id = ?", v.ID).Delete(&models.Verification{})
-		return nil, ErrOTPExpired
+	var rows []models.Verification
+	err := s.db.WithContext(ctx).Raw(spendAttemptQuery, purpose, subject, OTPMaxAttempts, now, lockKey, s.maxFailures, now).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("auth: counting an attempt: %w", err)
 	}
-	res := db.Model(&models.Verification{}).
-		Where("id = ? AND attempts < ? AND expires_at > ?", v.ID, OTPMaxAttempts, now).
-		Update("attempts", gorm.Expr("attempts + 1"))
-	if res.Error != nil {
-		return nil, fmt.Errorf("auth: counting an attempt: %w", res.Error)
+	if len(rows) != 1 {
+		return nil, s.spentCode(ctx, purpose, subject, email, lockable, now)
 	}
-	if res.RowsAffected != 1 {
-		return nil, s.spentCode(ctx, v.ID, now)
-	}
+	v := rows[0]
 	if guard != nil {
 		if err := guard(); err != nil {
 			return nil, err
@@ -124,23 +117,38 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 	return &v, nil
 }
 
-// spentCode explains why no attempt could be spent on the row with id: it is gone (used or
-// replaced), out of attempts, or expired. Out of attempts is reported as ErrTooManyAttempts once,
-// to the request that marks the row exhausted, and as ErrInvalidOTP after that (better-auth's
-// sequence). The row is not deleted: one of the comparisons reserved before the budget ran out
-// may still be consuming it.
-func (s *Service) spentCode(ctx context.Context, id string, now time.Time) error {
+// spendAttemptQuery spends one attempt of the live code for a purpose and subject, unless the
+// address is locked (lockedSQL), and returns the row.
+const spendAttemptQuery = `UPDATE verifications SET attempts = attempts + 1
+ WHERE purpose = ? AND subject = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
+ RETURNING id, purpose, subject, email, code_hash, attempts, exhausted, expires_at, created_at`
+
+// spentCode explains why no attempt could be spent on the code for purpose and subject: the
+// address is locked (when lockable), or the code is gone (used or replaced), expired, or out of
+// attempts. Out of attempts is reported as ErrTooManyAttempts once, to the request that marks the
+// row exhausted, and as ErrInvalidOTP after that (better-auth's sequence). An exhausted row is not
+// deleted: one of the comparisons reserved before the budget ran out may still be consuming it.
+func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) error {
+	if lockable {
+		if err := s.checkLocked(ctx, email); err != nil {
+			return err
+		}
+	}
 	db := s.db.WithContext(ctx)
 	var v models.Verification
-	err := db.Where("id = ?", id).Take(&v).Error
+	err := db.Where("purpose = ? AND subject = ?", purpose, subject).Take(&v).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return ErrInvalidOTP
 	}
 	if err != nil {
 		return fmt.Errorf("auth: reading a code: %w", err)
 	}
+	if !now.Before(v.ExpiresAt) {
+		db.Where("id = ?", v.ID).Delete(&models.Verification{})
+		return ErrOTPExpired
+	}
 	if v.Attempts >= OTPMaxAttempts {
-		res := db.Model(&models.Verification{}).Where("id = ? AND exhausted = ?", id, false).Update("exhausted", true)
+		res := db.Model(&models.Verification{}).Where("id = ? AND exhausted = ?", v.ID, false).Update("exhausted", true)
 		if res.Error != nil {
 			return fmt.Errorf("auth: marking a code exhausted: %w", res.Error)
 		}
@@ -149,10 +157,6 @@ func (s *Service) spentCode(ctx context.Context, id string, now time.Time) error
 			return ErrInvalidOTP
 		}
 		return ErrTooManyAttempts
-	}
-	if !now.Before(v.ExpiresAt) {
-		db.Where("id = ?", id).Delete(&models.Verification{})
-		return ErrOTPExpired
 	}
 	return ErrInvalidOTP
 }

@@ -77,7 +77,7 @@ func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew st
 	if email, err = newAddress(st.User, rawNew); err != nil {
 		return "", false, err
 	}
-	if err := s.throttleSend(ctx, email); err != nil {
+	if err := s.throttleSend(ctx, email, false); err != nil {
 		return "", false, err
 	}
 	taken, err := s.addressTaken(ctx, email)
@@ -115,7 +115,7 @@ func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, raw
 	if err != nil {
 		return models.User{}, err
 	}
-	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, nil)
+	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, false, nil)
 	if err != nil {
 		return models.User{}, err
 	}

@@ -59,23 +59,28 @@ func (k *keys) throttleKey(kind, email string) string {
 }
 
 // hitQuery counts one event in a fixed window with a single atomic upsert: a row whose window
-// has passed starts again at 1. Two instances counting at once can never lose an increment.
+// has passed starts again at 1. Two instances counting at once can never lose an increment. The
+// same statement reports whether another counter, the address's failed verifications, has locked
+// it (a key that matches no row never does), which saves the lock check a round trip.
 const hitQuery = `INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
  count = CASE WHEN auth_throttle.reset_at <= ? THEN 1 ELSE auth_throttle.count + 1 END,
  reset_at = CASE WHEN auth_throttle.reset_at <= ? THEN excluded.reset_at ELSE auth_throttle.reset_at END,
  updated_at = excluded.updated_at
-RETURNING count, reset_at`
+RETURNING count, reset_at, ` + lockedSQL
 
-// hit counts one event for key and returns the count in the current window and when it ends.
-func (s *Service) hit(db *gorm.DB, key string, window time.Duration) (int, time.Time, error) {
+// lockedSQL is true when the failure counter named by the first of its three arguments has
+// reached the cap (the second) in a window that has not ended (the third).
+const lockedSQL = `EXISTS (SELECT 1 FROM auth_throttle f WHERE f.key = ? AND f.count >= ? AND f.reset_at > ?)`
+
+// hit counts one event for key and returns the count in the current window and when it ends, and
+// whether the failure counter lockKey ("" for none) has locked the address.
+func (s *Service) hit(db *gorm.DB, key string, window time.Duration, lockKey string) (count int, resetAt time.Time, locked bool, err error) {
 	now := s.now()
-	var count int
-	var resetAt time.Time
-	if err := db.Raw(hitQuery, key, now.Add(window), now, now, now).Row().Scan(&count, &resetAt); err != nil {
-		return 0, time.Time{}, fmt.Errorf("auth: counting %s: %w", key[:4], err)
+	if err := db.Raw(hitQuery, key, now.Add(window), now, now, now, lockKey, s.maxFailures, now).Row().Scan(&count, &resetAt, &locked); err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("auth: counting %s: %w", key[:4], err)
 	}
-	return count, resetAt.UTC(), nil
+	return count, resetAt.UTC(), locked, nil
 }
 
 // retryAfter is the wait until resetAt, at least a second.
@@ -87,11 +92,23 @@ func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
 	return &RateLimitError{RetryAfter: d}
 }
 
-// throttleSend spends one of the address's SendLimit sends, or fails with a RateLimitError.
-func (s *Service) throttleSend(ctx context.Context, email string) error {
-	count, resetAt, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleSend, email), SendWindow)
+// throttleSend spends one of the address's SendLimit sends, or fails with a RateLimitError. With
+// lockable, an address locked by failed verifications is refused too (checkLocked), in the same
+// round trip; the refused send is still counted, which cannot matter: the lock outlasts the send
+// window.
+func (s *Service) throttleSend(ctx context.Context, email string, lockable bool) error {
+	lockKey := ""
+	if lockable {
+		lockKey = s.keys.throttleKey(throttleFailure, email)
+	}
+	count, resetAt, locked, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleSend, email), SendWindow, lockKey)
 	if err != nil {
 		return err
+	}
+	if locked {
+		if err := s.checkLocked(ctx, email); err != nil {
+			return err
+		}
 	}
 	if count > SendLimit {
 		s.stats.throttled.Add(1)
@@ -122,7 +139,7 @@ func (s *Service) checkLocked(ctx context.Context, email string) error {
 // cannot overshoot the cap; a successful sign-in clears the count (clearFailures). It fails with a
 // RateLimitError once the cap is passed.
 func (s *Service) reserveFailure(ctx context.Context, email string) error {
-	count, resetAt, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow)
+	count, resetAt, _, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow, "")
 	if err != nil {
 		return err
 	}

@@ -46,11 +46,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkLocked(ctx, email); err != nil {
-		s.stats.failedVerifications.Add(1)
-		return nil, err
-	}
-	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, func() error { return s.reserveFailure(ctx, email) })
+	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, true, func() error { return s.reserveFailure(ctx, email) })
 	if err != nil {
 		s.stats.failedVerifications.Add(1)
 		return nil, err
