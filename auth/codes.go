@@ -28,7 +28,7 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	}
 	// The code and its e-mail are written in one transaction; the outbox delivers the e-mail
 	// after the commit, so the answer never waits on (or reveals anything through) the provider.
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = models.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		code, v, err := s.issueCode(tx, PurposeSignIn, email, email)
 		if err != nil {
 			return err
@@ -62,10 +62,12 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 		ExpiresAt: now.Add(OTPLifetime),
 		CreatedAt: now,
 	}
-	err = tx.Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "purpose"}, {Name: "subject"}},
-		DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "exhausted", "expires_at", "created_at"}),
-	}).Create(&v).Error
+	err = models.Later(tx, func(tx *gorm.DB) *gorm.DB {
+		return tx.Clauses(clause.OnConflict{
+			Columns:   []clause.Column{{Name: "purpose"}, {Name: "subject"}},
+			DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "exhausted", "expires_at", "created_at"}),
+		}).Create(&v)
+	})
 	if err != nil {
 		return "", models.Verification{}, fmt.Errorf("auth: storing a code: %w", err)
 	}
@@ -164,9 +166,11 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 // consumeCode deletes the matched code inside tx. Exactly one of any number of parallel requests
 // holding the same right code gets true; the others lost the race and must fail.
 func consumeCode(tx *gorm.DB, v *models.Verification) (bool, error) {
-	res := tx.Where("id = ? AND code_hash = ?", v.ID, v.CodeHash).Delete(&models.Verification{})
-	if res.Error != nil {
-		return false, fmt.Errorf("auth: consuming a code: %w", res.Error)
+	n, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
+		return tx.Where("id = ? AND code_hash = ?", v.ID, v.CodeHash).Delete(&models.Verification{})
+	})
+	if err != nil {
+		return false, fmt.Errorf("auth: consuming a code: %w", err)
 	}
-	return res.RowsAffected == 1, nil
+	return n == 1, nil
 }

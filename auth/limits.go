@@ -152,7 +152,9 @@ func (s *Service) reserveFailure(ctx context.Context, email string) error {
 
 // clearFailures resets the address's consecutive failures, inside the sign-in transaction.
 func (s *Service) clearFailures(tx *gorm.DB, email string) error {
-	if err := tx.Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Delete(&models.AuthThrottle{}).Error; err != nil {
+	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
+		return tx.Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Delete(&models.AuthThrottle{})
+	}); err != nil {
 		return fmt.Errorf("auth: clearing failures: %w", err)
 	}
 	return nil

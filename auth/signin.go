@@ -53,7 +53,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	}
 
 	var res SignInResult
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = models.Transaction(ctx, s.db, func(tx *gorm.DB) error {
 		// The account row is locked (or inserted) before the code is consumed: every transaction
 		// that touches both an account and its codes takes them in that order (restore, address
 		// change, purge), so none can deadlock with another. A lost race for the code rolls back
@@ -126,11 +126,13 @@ var errAddressMoved = errors.New("auth: address moved")
 func (s *Service) findOrCreateUserOnce(tx *gorm.DB, email, name string) (models.User, bool, error) {
 	now := s.now()
 	user := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
-	ins := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(&user)
-	if ins.Error != nil {
-		return models.User{}, false, fmt.Errorf("auth: creating a user: %w", ins.Error)
+	inserted, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
+		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(&user)
+	})
+	if err != nil {
+		return models.User{}, false, fmt.Errorf("auth: creating a user: %w", err)
 	}
-	if ins.RowsAffected == 1 {
+	if inserted == 1 {
 		if err := s.signUpEffects(tx, user); err != nil {
 			return models.User{}, false, err
 		}
@@ -138,7 +140,7 @@ func (s *Service) findOrCreateUserOnce(tx *gorm.DB, email, name string) (models.
 	}
 
 	var existing models.User
-	err := models.ForUpdate(tx.Unscoped()).Where("email = ?", email).Take(&existing).Error
+	err = models.ForUpdate(tx.Unscoped()).Where("email = ?", email).Take(&existing).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return models.User{}, false, errAddressMoved
 	}
@@ -180,8 +182,9 @@ func (s *Service) signUpEffects(tx *gorm.DB, user models.User) error {
 	if err := s.ensureUserData(tx, user.ID); err != nil {
 		return err
 	}
-	if err := tx.Model(&models.Purchase{}).Where("email = ? AND user_id IS NULL", user.Email).
-		Update("user_id", user.ID).Error; err != nil {
+	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
+		return tx.Model(&models.Purchase{}).Where("email = ? AND user_id IS NULL", user.Email).Update("user_id", user.ID)
+	}); err != nil {
 		return fmt.Errorf("auth: linking purchases: %w", err)
 	}
 	return nil
@@ -191,7 +194,9 @@ func (s *Service) signUpEffects(tx *gorm.DB, user models.User) error {
 func (s *Service) ensureUserData(tx *gorm.DB, userID string) error {
 	now := s.now()
 	ud := models.UserData{ID: newID(), UserID: userID, MarketingOptIn: false, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now}
-	if err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "user_id"}}, DoNothing: true}).Create(&ud).Error; err != nil {
+	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
+		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "user_id"}}, DoNothing: true}).Create(&ud)
+	}); err != nil {
 		return fmt.Errorf("auth: creating user data: %w", err)
 	}
 	return nil

@@ -121,9 +121,11 @@ func (o *Outbox) Enqueue(tx *gorm.DB, m Message, opts EnqueueOptions) error {
 	sealed = o.aead.Seal(sealed, sealed, plain, []byte(m.ID))
 	if opts.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
-		if err := tx.Model(&models.OutboxMessage{}).
-			Where("supersede = ? AND "+pendingSQL+" AND (locked_until IS NULL OR locked_until <= ?)", opts.Supersede, now).
-			Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "last_error": "superseded"}).Error; err != nil {
+		if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
+			return tx.Model(&models.OutboxMessage{}).
+				Where("supersede = ? AND "+pendingSQL+" AND (locked_until IS NULL OR locked_until <= ?)", opts.Supersede, now).
+				Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "last_error": "superseded"})
+		}); err != nil {
 			return fmt.Errorf("mail: superseding: %w", err)
 		}
 	}
@@ -131,7 +133,7 @@ func (o *Outbox) Enqueue(tx *gorm.DB, m Message, opts EnqueueOptions) error {
 		ID: m.ID, Kind: string(m.Kind), Recipient: m.To, Supersede: opts.Supersede, Payload: sealed,
 		Status: statusPending, NextAttemptAt: now, ExpiresAt: opts.ExpiresAt, CreatedAt: now,
 	}
-	if err := tx.Create(&row).Error; err != nil {
+	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB { return tx.Create(&row) }); err != nil {
 		return fmt.Errorf("mail: queueing: %w", err)
 	}
 	return nil
