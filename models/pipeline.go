@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
@@ -74,12 +75,21 @@ func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (
 		return nil
 	}
 	p.waiting = append(p.waiting, pendingStatement{sql: "COMMIT"})
-	if _, err := p.flush(ctx); err != nil {
+	tag, err := p.send(ctx)
+	if err != nil {
 		return err
 	}
 	committed = true
+	if tag.String() != "COMMIT" {
+		// PostgreSQL answers COMMIT with ROLLBACK when an earlier statement failed: fn went on
+		// after an error it did not return.
+		return errRolledBack
+	}
 	return nil
 }
+
+// errRolledBack means the COMMIT found the transaction failed and rolled it back.
+var errRolledBack = errors.New("models: the transaction failed and was rolled back")
 
 // rollback ends a transaction that failed. A connection that cannot even roll back is closed
 // rather than returned to the pool in an unknown state.
@@ -135,15 +145,21 @@ func (p *pipeline) add(q *gorm.DB) error {
 // flush sends every waiting statement in one round trip and returns the rows the last affected.
 // The first error stops the rest: PostgreSQL skips them and the transaction is failed.
 func (p *pipeline) flush(ctx context.Context) (int64, error) {
+	tag, err := p.send(ctx)
+	return tag.RowsAffected(), err
+}
+
+// send sends every waiting statement in one round trip and returns the last one's command tag.
+func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 	waiting := p.waiting
 	p.waiting = nil
 	if len(waiting) == 0 {
-		return 0, nil
+		return pgconn.CommandTag{}, nil
 	}
 	if waiting[0].sql == "BEGIN" {
 		p.begun = true
 	}
-	var affected int64
+	var last pgconn.CommandTag
 	err := p.conn.Raw(func(driverConn any) error {
 		pc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
@@ -160,14 +176,14 @@ func (p *pipeline) flush(ctx context.Context) (int64, error) {
 				results.Close()
 				return err
 			}
-			affected = tag.RowsAffected()
+			last = tag
 		}
 		return results.Close()
 	})
 	if err != nil {
-		return 0, p.translate(err)
+		return pgconn.CommandTag{}, p.translate(err)
 	}
-	return affected, nil
+	return last, nil
 }
 
 // sendWaiting is a GORM callback that runs before every statement: inside a pipelined

@@ -218,3 +218,33 @@ func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
 		t.Error("the transaction's lock outlived its commit")
 	}
 }
+
+// On PostgreSQL a statement that fails dooms its transaction. If fn goes on and returns nil
+// anyway, the commit is refused, not reported as done.
+func TestPipelineReportsADoomedCommit(t *testing.T) {
+	db, err := models.Open(context.Background(), models.Options{DatabaseURL: apptest.PostgresURL(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	if err := models.Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Create(counter("kept")).Error; err != nil {
+		t.Fatal(err)
+	}
+	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+		models.Later(tx, insert(counter("g1")))
+		_ = tx.Create(counter("kept")).Error // a duplicate, and its error ignored
+		models.Later(tx, insert(counter("g2")))
+		return nil
+	})
+	if err == nil {
+		t.Fatal("a transaction with a failed statement reported a commit")
+	}
+	sameKeys(t, keys(t, db), "kept")
+}
