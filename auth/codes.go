@@ -82,7 +82,8 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 // The attempt is spent by one conditional UPDATE committed on its own before the comparison, so
 // parallel guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons
 // in total, and a failure later in the request cannot roll the count back. The same statement
-// returns the row, and spends nothing while failed verifications have locked the address (when lockable: checkLocked). guard runs once the attempt is spent and before the comparison (the per-address
+// returns the row and, when lockable, spends nothing while failed verifications lock the address
+// (checkLocked). guard runs once the attempt is spent and before the comparison (the per-address
 // failure cap); its error is returned instead of comparing.
 func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool, guard func() error) (*models.Verification, error) {
 	if !validCodeShape(code) {
@@ -93,10 +94,7 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 		}
 		return nil, ErrInvalidOTP
 	}
-	lockKey := ""
-	if lockable {
-		lockKey = s.keys.throttleKey(throttleFailure, email)
-	}
+	lockKey := s.lockKey(email, lockable)
 	now := s.now()
 	var rows []models.Verification
 	err := s.db.WithContext(ctx).Raw(spendAttemptQuery, purpose, subject, OTPMaxAttempts, now, lockKey, s.maxFailures, now).Scan(&rows).Error

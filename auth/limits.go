@@ -97,11 +97,7 @@ func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
 // round trip; the refused send is still counted, which cannot matter: the lock outlasts the send
 // window.
 func (s *Service) throttleSend(ctx context.Context, email string, lockable bool) error {
-	lockKey := ""
-	if lockable {
-		lockKey = s.keys.throttleKey(throttleFailure, email)
-	}
-	count, resetAt, locked, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleSend, email), SendWindow, lockKey)
+	count, resetAt, locked, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleSend, email), SendWindow, s.lockKey(email, lockable))
 	if err != nil {
 		return err
 	}
@@ -115,6 +111,15 @@ func (s *Service) throttleSend(ctx context.Context, email string, lockable bool)
 		return s.retryAfter(resetAt)
 	}
 	return nil
+}
+
+// lockKey is the key of the address's failure counter for lockedSQL, or "" (which never locks)
+// when the lock does not apply.
+func (s *Service) lockKey(email string, lockable bool) string {
+	if !lockable {
+		return ""
+	}
+	return s.keys.throttleKey(throttleFailure, email)
 }
 
 // checkLocked fails with a RateLimitError while the address has used up its failed
