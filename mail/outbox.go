@@ -184,9 +184,9 @@ type DeliveryReport struct {
 const sendParallelism = 8
 
 // DeliverDue delivers every message that is due when it starts (but those another worker has
-// claimed), once each, and reports what happened. Messages
-// are claimed a batch at a time with one atomic UPDATE, sent in parallel, and their results
-// recorded together, so a busy queue costs a few statements per batch, not per message.
+// claimed), once each, and reports what happened. Messages are claimed a batch at a time with one
+// atomic UPDATE, sent in parallel, and their results recorded together, so a busy queue costs a
+// few statements per batch, not per message.
 func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	var report DeliveryReport
 	for ctx.Err() == nil {
