@@ -83,9 +83,9 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 // parallel guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons
 // in total, and a failure later in the request cannot roll the count back. The same statement
 // returns the row and, when lockable, spends nothing while failed verifications lock the address
-// (checkLocked). guard runs once the attempt is spent and before the comparison (the per-address
-// failure cap); its error is returned instead of comparing.
-func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool, guard func() error) (*models.Verification, error) {
+// (checkLocked), and reserves the comparison against the address's cap of failures
+// (reserveFailure); past the cap it fails with a RateLimitError instead of comparing.
+func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool) (*models.Verification, error) {
 	if !validCodeShape(code) {
 		if lockable {
 			if err := s.checkLocked(ctx, email); err != nil {
@@ -94,27 +94,63 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 		}
 		return nil, ErrInvalidOTP
 	}
-	lockKey := s.lockKey(email, lockable)
 	now := s.now()
-	var rows []models.Verification
-	err := s.db.WithContext(ctx).Raw(spendAttemptQuery, purpose, subject, OTPMaxAttempts, now, lockKey, s.maxFailures, now).Scan(&rows).Error
+	a, err := s.spendAttempt(ctx, purpose, subject, email, lockable, now)
 	if err != nil {
-		return nil, fmt.Errorf("auth: counting an attempt: %w", err)
+		return nil, err
 	}
-	if len(rows) != 1 {
+	if a == nil {
 		return nil, s.spentCode(ctx, purpose, subject, email, lockable, now)
 	}
-	v := rows[0]
-	if guard != nil {
-		if err := guard(); err != nil {
+	if lockable {
+		if err := s.pastFailureCap(a.Failures, a.FailuresResetAt); err != nil {
 			return nil, err
 		}
 	}
 	s.stats.codeComparisons.Add(1)
-	if !sameHash(v.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
+	if !sameHash(a.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
 		return nil, ErrInvalidOTP
 	}
-	return &v, nil
+	return &a.Verification, nil
+}
+
+// spentAttempt is a code an attempt was spent on and, for a lockable code, the address's count
+// of failures with the comparison to come reserved, and when that count's window ends.
+type spentAttempt struct {
+	models.Verification
+	Failures        int
+	FailuresResetAt time.Time
+}
+
+// spendAttempt spends one attempt of the live code for purpose and subject, with the address's
+// failure reservation when lockable, and returns it; nil when no attempt could be spent. On
+// PostgreSQL both are one statement (spendAndReserveQuery); SQLite, which cannot modify in a
+// WITH, runs in the process and makes the reservation as a second statement.
+func (s *Service) spendAttempt(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) (*spentAttempt, error) {
+	db := s.db.WithContext(ctx)
+	lockKey := s.lockKey(email, lockable)
+	args := []any{purpose, subject, OTPMaxAttempts, now, lockKey, s.maxFailures, now}
+	together := lockable && s.db.Dialector.Name() == "postgres"
+	query := spendAttemptQuery
+	if together {
+		query = spendAndReserveQuery
+		args = append(args, lockKey, now.Add(FailureWindow), now, now, now)
+	}
+	var rows []spentAttempt
+	if err := db.Raw(query, args...).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("auth: counting an attempt: %w", err)
+	}
+	if len(rows) != 1 {
+		return nil, nil
+	}
+	a := &rows[0]
+	if lockable && !together {
+		var err error
+		if a.Failures, a.FailuresResetAt, err = s.reserveFailure(ctx, email); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // spendAttemptQuery spends one attempt of the live code for a purpose and subject, unless the
@@ -122,6 +158,15 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 const spendAttemptQuery = `UPDATE verifications SET attempts = attempts + 1
  WHERE purpose = ? AND subject = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
  RETURNING id, purpose, subject, email, code_hash, attempts, exhausted, expires_at, created_at`
+
+// spendAndReserveQuery is spendAttemptQuery followed, when it spent an attempt, by the failure
+// reservation of reserveFailure (a counter upsert like hitQuery's, on the key lockedSQL checked),
+// in one statement and one round trip.
+const spendAndReserveQuery = `WITH spent AS (` + spendAttemptQuery + `),
+reserved AS (INSERT INTO auth_throttle (key, count, reset_at, updated_at) SELECT ?, 1, ?, ? FROM spent
+` + countConflictSQL + `
+ RETURNING count, reset_at)
+SELECT spent.*, reserved.count AS failures, reserved.reset_at AS failures_reset_at FROM spent LEFT JOIN reserved ON true`
 
 // spentCode explains why no attempt could be spent on the code for purpose and subject: the
 // address is locked (when lockable), or the code is gone (used or replaced), expired, or out of

@@ -115,7 +115,7 @@ func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, raw
 	if err != nil {
 		return models.User{}, err
 	}
-	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, false, nil)
+	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, false)
 	if err != nil {
 		return models.User{}, err
 	}

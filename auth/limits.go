@@ -63,11 +63,15 @@ func (k *keys) throttleKey(kind, email string) string {
 // same statement reports whether another counter, the address's failed verifications, has locked
 // it (a key that matches no row never does), which saves the lock check a round trip.
 const hitQuery = `INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?)
-ON CONFLICT (key) DO UPDATE SET
+` + countConflictSQL + `
+RETURNING count, reset_at, ` + lockedSQL
+
+// countConflictSQL is the part of a counter's upsert that counts into an existing row, starting
+// again at 1 when its window (ending at the row's reset_at) has passed at the time given twice.
+const countConflictSQL = `ON CONFLICT (key) DO UPDATE SET
  count = CASE WHEN auth_throttle.reset_at <= ? THEN 1 ELSE auth_throttle.count + 1 END,
  reset_at = CASE WHEN auth_throttle.reset_at <= ? THEN excluded.reset_at ELSE auth_throttle.reset_at END,
- updated_at = excluded.updated_at
-RETURNING count, reset_at, ` + lockedSQL
+ updated_at = excluded.updated_at`
 
 // lockedSQL is true when the failure counter named by the first of its three arguments has
 // reached the cap (the second) in a window that has not ended (the third).
@@ -141,13 +145,16 @@ func (s *Service) checkLocked(ctx context.Context, email string) error {
 }
 
 // reserveFailure counts a comparison against the address before it is made, so parallel guesses
-// cannot overshoot the cap; a successful sign-in clears the count (clearFailures). It fails with a
-// RateLimitError once the cap is passed.
-func (s *Service) reserveFailure(ctx context.Context, email string) error {
+// cannot overshoot the cap; a successful sign-in clears the count (clearFailures). It returns the
+// count, and when its window ends.
+func (s *Service) reserveFailure(ctx context.Context, email string) (int, time.Time, error) {
 	count, resetAt, _, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow, "")
-	if err != nil {
-		return err
-	}
+	return count, resetAt, err
+}
+
+// pastFailureCap fails with a RateLimitError when a reservation (reserveFailure) made the
+// address's failure count pass the cap: the comparison it reserved must not be made.
+func (s *Service) pastFailureCap(count int, resetAt time.Time) error {
 	if count > s.maxFailures {
 		s.stats.throttled.Add(1)
 		return s.retryAfter(resetAt)

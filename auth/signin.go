@@ -46,7 +46,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, true, func() error { return s.reserveFailure(ctx, email) })
+	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, true)
 	if err != nil {
 		s.stats.failedVerifications.Add(1)
 		return nil, err
