@@ -54,13 +54,14 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 
 	var res SignInResult
 	err = models.Transaction(ctx, s.db, func(tx *gorm.DB) error {
-		// The account row is locked (or inserted) before the code is consumed: every transaction
+		// The account row is inserted or locked before the code is consumed: every transaction
 		// that touches both an account and its codes takes them in that order (restore, address
-		// change, purge), so none can deadlock with another. A lost race for the code rolls back
-		// the account it created.
-		user, created, err := s.findOrCreateUser(tx, email, name)
-		if err != nil {
-			return err
+		// change, purge), so none can deadlock with another. Both statements go to the database
+		// in one round trip. A lost race for the code rolls back the account it created.
+		fresh := s.newUser(email, name)
+		var found []models.User
+		if err := models.LaterScan(tx, &found, func(tx *gorm.DB) *gorm.DB { return upsertUser(tx, fresh) }); err != nil {
+			return fmt.Errorf("auth: creating a user: %w", err)
 		}
 		ok, err := consumeCode(tx, v)
 		if err != nil {
@@ -68,6 +69,10 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		}
 		if !ok {
 			return ErrInvalidOTP
+		}
+		user, created, err := s.settleUser(tx, fresh, found)
+		if err != nil {
+			return err
 		}
 		if err := s.clearFailures(tx, email); err != nil {
 			return err
@@ -100,60 +105,52 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	return &res, nil
 }
 
-// findOrCreateUser returns the account for email, creating it with its sign-up effects when
-// there is none. The insert is ON CONFLICT DO NOTHING on the unique e-mail, so of two parallel
-// first verifications exactly one creates the account and runs the effects; the other signs in.
-// A soft-deleted account inside its grace period is restored by signing in; past it, it is
-// purged and a new account is made.
-//
-// An existing account's row stays locked until the sign-in commits, so an address change or
-// restore that commits meanwhile waits for it, and then ends the new session with the others;
-// without the lock the new session could outlive the restore that was meant to end it.
-func (s *Service) findOrCreateUser(tx *gorm.DB, email, name string) (models.User, bool, error) {
-	for range 3 {
-		user, created, err := s.findOrCreateUserOnce(tx, email, name)
-		if !errors.Is(err, errAddressMoved) {
-			return user, created, err
-		}
-	}
-	return models.User{}, false, fmt.Errorf("auth: the account of an address kept moving during a sign-in")
+// newUser is the account a first verification of email creates.
+func (s *Service) newUser(email, name string) models.User {
+	now := s.now()
+	return models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
 }
 
-// errAddressMoved means the account that held the address moved to another one between the
-// insert and the read: look again.
-var errAddressMoved = errors.New("auth: address moved")
+// upsertUserSQL inserts an account, or, when one holds the address, locks it as SELECT … FOR
+// UPDATE would (the no-op SET), and returns the row either way. Of two parallel first
+// verifications exactly one inserts; the other waits for it and gets its row. An account that
+// held the address and moves away meanwhile is no conflict: PostgreSQL tries the insert again.
+const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (email) DO UPDATE SET email = excluded.email
+RETURNING id, email, name, email_verified, image, created_at, updated_at, deleted_at`
 
-func (s *Service) findOrCreateUserOnce(tx *gorm.DB, email, name string) (models.User, bool, error) {
+// upsertUser is upsertUserSQL for u.
+func upsertUser(tx *gorm.DB, u models.User) *gorm.DB {
+	return tx.Raw(upsertUserSQL, u.ID, u.Email, u.Name, u.EmailVerified, u.CreatedAt, u.UpdatedAt)
+}
+
+// settleUser finishes what upsertUser started, given the fresh account it tried to insert and
+// the row it returned, and returns the account that signs in and whether it was created here
+// (the returned row is the fresh one). A new account gets its sign-up effects. A soft-deleted
+// account inside its grace period is restored by signing in; past it, it is purged and a new
+// account is made. An existing account's row stays locked until the sign-in commits, so an
+// address change or restore that commits meanwhile waits for it, and then ends the new session
+// with the others; without the lock the new session could outlive the restore meant to end it.
+func (s *Service) settleUser(tx *gorm.DB, fresh models.User, found []models.User) (models.User, bool, error) {
+	if len(found) != 1 {
+		return models.User{}, false, fmt.Errorf("auth: creating a user returned %d rows", len(found))
+	}
+	existing := found[0]
+	if existing.ID == fresh.ID {
+		return fresh, true, s.signUpEffects(tx, fresh)
+	}
 	now := s.now()
-	user := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
-	inserted, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
-		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "email"}}, DoNothing: true}).Create(&user)
-	})
-	if err != nil {
-		return models.User{}, false, fmt.Errorf("auth: creating a user: %w", err)
-	}
-	if inserted == 1 {
-		if err := s.signUpEffects(tx, user); err != nil {
-			return models.User{}, false, err
-		}
-		return user, true, nil
-	}
-
-	var existing models.User
-	err = models.ForUpdate(tx.Unscoped()).Where("email = ?", email).Take(&existing).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return models.User{}, false, errAddressMoved
-	}
-	if err != nil {
-		return models.User{}, false, fmt.Errorf("auth: reading a user: %w", err)
-	}
 	if s.pastGrace(existing) {
 		// Past its grace period the account is gone, whether or not the nightly purge has run:
-		// purge it now and sign up afresh.
+		// purge it now and sign up afresh. The address is free until this commits: a parallel
+		// sign-up for it waits on the unique index.
 		if _, err := purgeUsers(tx, []string{existing.ID}, now.Add(-s.deletionGrace)); err != nil {
 			return models.User{}, false, err
 		}
-		return models.User{}, false, errAddressMoved
+		if err := tx.Create(&fresh).Error; err != nil {
+			return models.User{}, false, fmt.Errorf("auth: creating a user: %w", err)
+		}
+		return fresh, true, s.signUpEffects(tx, fresh)
 	}
 	changes := map[string]any{}
 	if existing.DeletedAt.Valid {
@@ -165,7 +162,9 @@ func (s *Service) findOrCreateUserOnce(tx *gorm.DB, email, name string) (models.
 	}
 	if len(changes) > 0 {
 		changes["updated_at"] = now
-		if err := tx.Unscoped().Model(&models.User{}).Where("id = ?", existing.ID).Updates(changes).Error; err != nil {
+		if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
+			return tx.Unscoped().Model(&models.User{}).Where("id = ?", existing.ID).Updates(changes)
+		}); err != nil {
 			return models.User{}, false, fmt.Errorf("auth: updating a user: %w", err)
 		}
 		existing.DeletedAt = gorm.DeletedAt{}

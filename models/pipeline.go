@@ -35,6 +35,8 @@ type pipeline struct {
 type pendingStatement struct {
 	sql  string
 	vars []any
+	// scan, when set, reads the statement's rows (LaterScan).
+	scan func(pgx.Rows) error
 }
 
 type pipelineKey struct{}
@@ -133,12 +135,33 @@ func Now(tx *gorm.DB, build func(tx *gorm.DB) *gorm.DB) (int64, error) {
 	return p.flush(tx.Statement.Context)
 }
 
+// LaterScan is Later for a statement that returns rows (a SELECT, or a write with RETURNING):
+// they are scanned into dest, by column name as GORM names fields, when the statement is sent.
+// dest must not be read before the transaction has next talked to the database (Now, an ordinary
+// statement, or the commit); outside a pipelined transaction it is filled at once.
+func LaterScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) error {
+	p := pipelineOf(tx)
+	if p == nil {
+		return build(tx).Scan(dest).Error
+	}
+	return p.addScan(build(tx.Session(&gorm.Session{DryRun: true})), func(rows pgx.Rows) error {
+		found, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[T])
+		*dest = found
+		return err
+	})
+}
+
 // add queues the statement a dry run rendered.
 func (p *pipeline) add(q *gorm.DB) error {
+	return p.addScan(q, nil)
+}
+
+// addScan queues the statement a dry run rendered, with scan to read its rows (nil for none).
+func (p *pipeline) addScan(q *gorm.DB, scan func(pgx.Rows) error) error {
 	if q.Error != nil {
 		return q.Error
 	}
-	p.waiting = append(p.waiting, pendingStatement{sql: q.Statement.SQL.String(), vars: q.Statement.Vars})
+	p.waiting = append(p.waiting, pendingStatement{sql: q.Statement.SQL.String(), vars: q.Statement.Vars, scan: scan})
 	return nil
 }
 
@@ -170,8 +193,8 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 			batch.Queue(st.sql, st.vars...)
 		}
 		results := pc.Conn().SendBatch(ctx, batch)
-		for range waiting {
-			tag, err := results.Exec()
+		for _, st := range waiting {
+			tag, err := receive(results, st)
 			if err != nil {
 				results.Close()
 				return err
@@ -184,6 +207,22 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 		return pgconn.CommandTag{}, p.translate(err)
 	}
 	return last, nil
+}
+
+// receive reads the result of the statement st of a batch, scanning its rows if it asks to.
+func receive(results pgx.BatchResults, st pendingStatement) (pgconn.CommandTag, error) {
+	if st.scan == nil {
+		return results.Exec()
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	err = st.scan(rows) // reads every row and closes rows
+	if err == nil {
+		err = rows.Err()
+	}
+	return rows.CommandTag(), err
 }
 
 // sendWaiting is a GORM callback that runs before every statement: inside a pipelined

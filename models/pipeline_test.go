@@ -105,6 +105,69 @@ func TestPipelineRunsWaitingStatementsInOrder(t *testing.T) {
 	})
 }
 
+// LaterScan reads the rows of a statement that returns them when it is sent with the statements
+// after it: dest is filled once the transaction has talked to the database, and holds what the
+// statement saw, in its place in the order.
+func TestPipelineScansRowsOfWaitingStatements(t *testing.T) {
+	openEach(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		if err := db.Create(counter("a")).Error; err != nil {
+			t.Fatal(err)
+		}
+		var bumped, none []models.AuthThrottle
+		err := models.Transaction(ctx, db, func(tx *gorm.DB) error {
+			if err := models.LaterScan(tx, &bumped, func(tx *gorm.DB) *gorm.DB {
+				return tx.Raw("UPDATE auth_throttle SET count = count + 4 WHERE key = ? RETURNING key, count, reset_at, updated_at", "a")
+			}); err != nil {
+				return err
+			}
+			if err := models.LaterScan(tx, &none, func(tx *gorm.DB) *gorm.DB {
+				return tx.Raw("SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "missing")
+			}); err != nil {
+				return err
+			}
+			// The delete comes after the update in the order, so it sees the count of 5.
+			n, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
+				return tx.Where("key = ? AND count = ?", "a", 5).Delete(&models.AuthThrottle{})
+			})
+			if err != nil || n != 1 {
+				t.Errorf("Now deleted %d rows (%v), want the updated row", n, err)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bumped) != 1 || bumped[0].Key != "a" || bumped[0].Count != 5 || bumped[0].ResetAt.IsZero() {
+			t.Fatalf("scanned %+v, want the row a with count 5", bumped)
+		}
+		if len(none) != 0 {
+			t.Fatalf("scanned %+v from a query that matched nothing", none)
+		}
+		sameKeys(t, keys(t, db))
+
+		// A statement that fails while its rows are read fails the transaction.
+		var dup []models.AuthThrottle
+		if err := db.Create(counter("kept")).Error; err != nil {
+			t.Fatal(err)
+		}
+		err = models.Transaction(ctx, db, func(tx *gorm.DB) error {
+			models.Later(tx, insert(counter("h1")))
+			if err := models.LaterScan(tx, &dup, func(tx *gorm.DB) *gorm.DB {
+				return tx.Raw("INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?) RETURNING key", "kept", time.Now().UTC(), time.Now().UTC())
+			}); err != nil {
+				return err
+			}
+			_, err := models.Now(tx, insert(counter("h2")))
+			return err
+		})
+		if !errors.Is(err, gorm.ErrDuplicatedKey) {
+			t.Fatalf("err = %v, want gorm.ErrDuplicatedKey from the scanned insert", err)
+		}
+		sameKeys(t, keys(t, db), "kept")
+	})
+}
+
 // A transaction that returns an error, fails in a waiting statement, or panics leaves nothing
 // behind, and its connection goes back to the pool outside any transaction.
 func TestPipelineRollsBackEverything(t *testing.T) {
