@@ -111,7 +111,7 @@ func New(opts Options) (*Service, error) {
 	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.
-	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
+	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -122,12 +122,13 @@ func New(opts Options) (*Service, error) {
 // Outbox is the service's queue of outgoing e-mail; the server runs its worker.
 func (s *Service) Outbox() *mail.Outbox { return s.outbox }
 
-// queue composes an e-mail and writes it to the outbox inside tx.
-func (s *Service) queue(tx *gorm.DB, m mail.Message, err error, opts mail.EnqueueOptions) error {
+// queue writes the draft of an e-mail, as the Composer returned it with err, to the outbox
+// inside tx.
+func (s *Service) queue(tx *gorm.DB, d mail.Draft, err error, opts mail.EnqueueOptions) error {
 	if err != nil {
-		return fmt.Errorf("auth: composing %s: %w", m.Kind, err)
+		return fmt.Errorf("auth: composing %s: %w", d.Kind, err)
 	}
-	return s.outbox.Enqueue(tx, m, opts)
+	return s.outbox.Enqueue(tx, d, opts)
 }
 
 // now is the service's single idea of the current time: UTC, at the microsecond precision both

@@ -256,7 +256,7 @@ func TestDelivery_RevokedKeyIsRetried(t *testing.T) {
 	enqueue := func(to string) {
 		t.Helper()
 		err := e.DB.Transaction(func(tx *gorm.DB) error {
-			return e.Auth.Outbox().Enqueue(tx, mail.Message{Kind: mail.KindWelcome, To: to, Subject: "Welcome", Text: "Hi", HTML: "<p>Hi</p>"}, mail.EnqueueOptions{})
+			return e.Auth.Outbox().Enqueue(tx, mail.Draft{Kind: mail.KindWelcome, To: to}, mail.EnqueueOptions{})
 		})
 		if err != nil {
 			t.Fatal(err)

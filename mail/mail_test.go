@@ -23,9 +23,10 @@ func TestConsoleLine(t *testing.T) {
 	var b strings.Builder
 	c := NewConsole(&b)
 	ctx := context.Background()
-	code, _ := composer.SignInCode("alice@example.com", "123456")
-	link, _ := composer.ChangeEmailLink("new@example.com", "alice@example.com", "https://auth.acme.test/auth/verify-email?token=t")
-	welcome, _ := composer.Welcome("alice@example.com")
+	r := renderer{t, composer}
+	code := r.of(composer.SignInCode("alice@example.com", "123456"))
+	link := r.of(composer.ChangeEmailLink("new@example.com", "alice@example.com", "https://auth.acme.test/auth/verify-email?token=t"))
+	welcome := r.of(composer.Welcome("alice@example.com"))
 	for _, m := range []Message{code, link, welcome} {
 		if err := c.Send(ctx, m); err != nil {
 			t.Fatal(err)
@@ -42,7 +43,7 @@ func TestConsoleLine(t *testing.T) {
 func TestConsoleLinesDoNotInterleave(t *testing.T) {
 	var b lockedBuilder
 	c := NewConsole(&b)
-	m, _ := composer.SignInCode("bob@example.com", "000111")
+	m := renderer{t, composer}.of(composer.SignInCode("bob@example.com", "000111"))
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ {
 		wg.Add(1)
@@ -83,28 +84,26 @@ func (l *lockedBuilder) String() string {
 // Every template renders with all its placeholders filled, as HTML with a plain-text part, the
 // logo and the site's name and address; the code e-mail has the code in its subject.
 func TestTemplatesRender(t *testing.T) {
-	msgs := map[Kind]func() (Message, error){
-		KindSignInCode:      func() (Message, error) { return composer.SignInCode("a@example.com", "482913") },
-		KindChangeEmailCode: func() (Message, error) { return composer.ChangeEmailCode("a@example.com", "482913") },
-		KindChangeEmailLink: func() (Message, error) {
+	msgs := map[Kind]func() (Draft, error){
+		KindSignInCode:      func() (Draft, error) { return composer.SignInCode("a@example.com", "482913") },
+		KindChangeEmailCode: func() (Draft, error) { return composer.ChangeEmailCode("a@example.com", "482913") },
+		KindChangeEmailLink: func() (Draft, error) {
 			return composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/auth/verify-email?token=x.y&callbackURL=%2Faccount")
 		},
-		KindEmailChanged: func() (Message, error) {
+		KindEmailChanged: func() (Draft, error) {
 			return composer.EmailChanged("a@example.com", "n@example.com", "https://auth.acme.test/r?token=z")
 		},
-		KindWelcome: func() (Message, error) { return composer.Welcome("a@example.com") },
-		KindAccountDeleted: func() (Message, error) {
+		KindWelcome: func() (Draft, error) { return composer.Welcome("a@example.com") },
+		KindAccountDeleted: func() (Draft, error) {
 			return composer.AccountDeleted("a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC))
 		},
-		KindFormerAddressDeleted: func() (Message, error) {
+		KindFormerAddressDeleted: func() (Draft, error) {
 			return composer.FormerAddressDeleted("old@example.com", "a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
 		},
 	}
+	r := renderer{t, composer}
 	for kind, make := range msgs {
-		m, err := make()
-		if err != nil {
-			t.Fatalf("%s: %v", kind, err)
-		}
+		m := r.of(make())
 		if m.Kind != kind || m.Subject == "" || m.Text == "" || !strings.Contains(m.HTML, "<html") {
 			t.Fatalf("%s: %+v", kind, m)
 		}
@@ -117,11 +116,11 @@ func TestTemplatesRender(t *testing.T) {
 			t.Fatalf("%s: no site name or logo", kind)
 		}
 	}
-	code, _ := composer.SignInCode("a@example.com", "482913")
+	code := r.of(composer.SignInCode("a@example.com", "482913"))
 	if !strings.Contains(code.Subject, "482913") || !strings.Contains(code.Text, "482913") || !strings.Contains(code.HTML, "482913") {
 		t.Fatalf("the code is not in every part: %+v", code)
 	}
-	link, _ := composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/v?token=x.y&cb=1")
+	link := r.of(composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/v?token=x.y&cb=1"))
 	if !strings.Contains(link.HTML, `href="https://auth.acme.test/v?token=x.y&amp;cb=1"`) || !strings.Contains(link.Text, "https://auth.acme.test/v?token=x.y&cb=1") {
 		t.Fatalf("link not placed: %s", link.HTML)
 	}
@@ -132,15 +131,12 @@ func TestTemplatesRender(t *testing.T) {
 func TestTemplatesEscapeHostileValues(t *testing.T) {
 	hostile := `"><img src=x onerror=alert(1)><a href="https://evil.test">click</a>` + "\r\nBcc: evil@example.net"
 	evil := Composer{SiteName: "Acme <b>" + hostile, SiteURL: "https://auth.acme.test"}
-	for _, m := range mustAll(t,
-		func() (Message, error) {
-			return evil.EmailChanged(hostile, hostile, "https://auth.acme.test/r?a=1&b=<2>")
-		},
-		func() (Message, error) {
-			return evil.ChangeEmailLink(hostile, hostile, "https://auth.acme.test/v?\"onmouseover=x")
-		},
-		func() (Message, error) { return evil.SignInCode(hostile, hostile) },
-	) {
+	r := renderer{t, evil}
+	for _, m := range []Message{
+		r.of(evil.EmailChanged(hostile, hostile, "https://auth.acme.test/r?a=1&b=<2>")),
+		r.of(evil.ChangeEmailLink(hostile, hostile, "https://auth.acme.test/v?\"onmouseover=x")),
+		r.of(evil.SignInCode(hostile, hostile)),
+	} {
 		for _, bad := range []string{"<img src=x", `<a href="https://evil.test"`, "<b>", `"onmouseover`} {
 			if strings.Contains(m.HTML, bad) {
 				t.Fatalf("%s: HTML holds %q", m.Kind, bad)
@@ -157,17 +153,22 @@ func TestTemplatesEscapeHostileValues(t *testing.T) {
 	}
 }
 
-func mustAll(t *testing.T, fs ...func() (Message, error)) []Message {
-	t.Helper()
-	var out []Message
-	for _, f := range fs {
-		m, err := f()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
+// renderer renders drafts with c, failing t on any error: renderer{t, c}.of(c.Welcome(to)).
+type renderer struct {
+	t *testing.T
+	c Composer
+}
+
+func (r renderer) of(d Draft, err error) Message {
+	r.t.Helper()
+	if err != nil {
+		r.t.Fatal(err)
 	}
-	return out
+	m, err := r.c.Render(d)
+	if err != nil {
+		r.t.Fatalf("%s: %v", d.Kind, err)
+	}
+	return m
 }
 
 func TestNewSelectsTheMailer(t *testing.T) {
@@ -214,7 +215,7 @@ func TestResendRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _ := composer.SignInCode("alice@example.com", "482913")
+	m := renderer{t, composer}.of(composer.SignInCode("alice@example.com", "482913"))
 	m.ID = "0d9e3d5a-8f0e-4f5e-9a63-0e7a9c1c2b11"
 	if err := r.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -278,5 +279,57 @@ func TestDropSuperseded(t *testing.T) {
 	}
 	if got := strings.Join(kept, " "); got != "welcome a-new b notice" {
 		t.Fatalf("kept %q, want the newest of each key and every message without one", got)
+	}
+}
+
+// A draft names every value its template needs, so a caller that forgets one fails when it
+// queues the e-mail, not when the outbox delivers it.
+func TestDraftNeedsEveryValue(t *testing.T) {
+	if _, err := composer.draft(KindSignInCode, "a@example.com", nil); err == nil || !strings.Contains(err.Error(), "otp") {
+		t.Fatalf("a code e-mail without its code: %v", err)
+	}
+	if _, err := composer.draft(KindChangeEmailLink, "n@example.com", map[string]string{"verificationUrl": "https://x.test"}); err == nil || !strings.Contains(err.Error(), "oldEmail") {
+		t.Fatalf("a link e-mail without the old address: %v", err)
+	}
+	if _, err := (Composer{}).Welcome("a@example.com"); err != nil {
+		t.Fatalf("the site's values are always there, even empty: %v", err)
+	}
+}
+
+// The outbox stores a draft, a fraction of the rendered e-mail, sealed to the message's id, and
+// renders it when it delivers; a payload an earlier version stored rendered is sent as it is.
+func TestOutboxStoresDraftsAndRendersThemOnDelivery(t *testing.T) {
+	o, err := NewOutbox(nil, nil, composer, make([]byte, 32), time.Hour, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := composer.SignInCode("alice@example.com", "482913")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := renderer{t, composer}.of(d, nil)
+	payload, err := o.seal("m1", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(payload); n >= len(want.HTML)/3 {
+		t.Fatalf("payload of %d bytes for an e-mail of %d: the rendered e-mail was stored", n, len(want.HTML))
+	}
+	got, err := o.open(models.OutboxMessage{ID: "m1", Payload: payload})
+	want.ID = "m1"
+	if err != nil || got != want {
+		t.Fatalf("delivered %+v (%v), want %+v", got, err, want)
+	}
+	if _, err := o.open(models.OutboxMessage{ID: "m2", Payload: payload}); err == nil {
+		t.Fatal("a payload opened under another message's id")
+	}
+
+	old := Message{ID: "m3", Kind: KindWelcome, To: "bob@example.com", Subject: "Hello then", Text: "Hi", HTML: "<p>Hi</p>"}
+	payload, err = o.seal("m3", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := o.open(models.OutboxMessage{ID: "m3", Payload: payload}); err != nil || got != old {
+		t.Fatalf("an e-mail stored rendered came out as %+v (%v), want %+v", got, err, old)
 	}
 }

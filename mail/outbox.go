@@ -62,9 +62,10 @@ func Backoff(attempts int) time.Duration {
 // the provider and a provider outage loses nothing. Deliveries are claimed with an atomic lease,
 // so any number of instances can run workers on one database without sending a message twice.
 type Outbox struct {
-	db     *gorm.DB
-	mailer Mailer
-	aead   cipher.AEAD
+	db      *gorm.DB
+	mailer  Mailer
+	compose Composer
+	aead    cipher.AEAD
 	now    func() time.Time
 	log    *slog.Logger
 	kick   chan struct{}
@@ -73,10 +74,11 @@ type Outbox struct {
 	refusedKeyRetry time.Duration
 }
 
-// NewOutbox returns an outbox on db delivering through mailer; key (32 bytes) seals the stored
-// messages. While the provider refuses the service's credentials, a message is retried for
-// refusedKeyRetry, however many attempts that takes: that is the operator's to fix.
-func NewOutbox(db *gorm.DB, mailer Mailer, key []byte, refusedKeyRetry time.Duration, now func() time.Time, log *slog.Logger) (*Outbox, error) {
+// NewOutbox returns an outbox on db delivering through mailer the drafts it renders with compose;
+// key (32 bytes) seals the stored drafts. While the provider refuses the service's credentials, a
+// message is retried for refusedKeyRetry, however many attempts that takes: that is the
+// operator's to fix.
+func NewOutbox(db *gorm.DB, mailer Mailer, compose Composer, key []byte, refusedKeyRetry time.Duration, now func() time.Time, log *slog.Logger) (*Outbox, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
@@ -91,7 +93,7 @@ func NewOutbox(db *gorm.DB, mailer Mailer, key []byte, refusedKeyRetry time.Dura
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{db: db, mailer: mailer, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry}, nil
+	return &Outbox{db: db, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry}, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -105,20 +107,15 @@ type EnqueueOptions struct {
 	Supersede string
 }
 
-// Enqueue stores m in tx for delivery once tx commits; call Kick after the commit to deliver at
-// once.
-func (o *Outbox) Enqueue(tx *gorm.DB, m Message, opts EnqueueOptions) error {
+// Enqueue stores d in tx for delivery once tx commits; call Kick after the commit to deliver at
+// once. The draft is stored sealed, and rendered when it is delivered.
+func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 	now := o.clock()
-	m.ID = uuid.NewString()
-	plain, err := json.Marshal(m)
+	id := uuid.NewString()
+	sealed, err := o.seal(id, d)
 	if err != nil {
 		return err
 	}
-	sealed := make([]byte, o.aead.NonceSize(), o.aead.NonceSize()+len(plain)+o.aead.Overhead())
-	if _, err := rand.Read(sealed); err != nil {
-		return err
-	}
-	sealed = o.aead.Seal(sealed, sealed, plain, []byte(m.ID))
 	if opts.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
 		if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
@@ -130,7 +127,7 @@ func (o *Outbox) Enqueue(tx *gorm.DB, m Message, opts EnqueueOptions) error {
 		}
 	}
 	row := models.OutboxMessage{
-		ID: m.ID, Kind: string(m.Kind), Recipient: m.To, Supersede: opts.Supersede, Payload: sealed,
+		ID: id, Kind: string(d.Kind), Recipient: d.To, Supersede: opts.Supersede, Payload: sealed,
 		Status: statusPending, NextAttemptAt: now, ExpiresAt: opts.ExpiresAt, CreatedAt: now,
 	}
 	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB { return tx.Create(&row) }); err != nil {
@@ -371,6 +368,20 @@ func (o *Outbox) finish(ctx context.Context, id, status, reason string) error {
 	return nil
 }
 
+// seal encrypts v's JSON as the payload of the message id, which it is bound to.
+func (o *Outbox) seal(id string, v any) ([]byte, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	sealed := make([]byte, o.aead.NonceSize(), o.aead.NonceSize()+len(plain)+o.aead.Overhead())
+	if _, err := rand.Read(sealed); err != nil {
+		return nil, err
+	}
+	return o.aead.Seal(sealed, sealed, plain, []byte(id)), nil
+}
+
+// open decrypts a claimed message's payload and renders it.
 func (o *Outbox) open(row models.OutboxMessage) (Message, error) {
 	ns := o.aead.NonceSize()
 	if len(row.Payload) < ns+o.aead.Overhead() {
@@ -380,12 +391,25 @@ func (o *Outbox) open(row models.OutboxMessage) (Message, error) {
 	if err != nil {
 		return Message{}, err
 	}
-	var m Message
-	if err := json.Unmarshal(plain, &m); err != nil {
+	var stored storedDraft
+	if err := json.Unmarshal(plain, &stored); err != nil {
 		return Message{}, err
+	}
+	m := Message{Kind: stored.Kind, To: stored.To, Subject: stored.Subject, Text: stored.Text, HTML: stored.HTML, Code: stored.Code, Link: stored.Link}
+	if stored.HTML == "" {
+		if m, err = o.compose.Render(stored.Draft); err != nil {
+			return Message{}, err
+		}
 	}
 	m.ID = row.ID
 	return m, nil
+}
+
+// storedDraft reads a payload: a Draft, or a whole Message as versions before drafts stored
+// them, which is sent as it was rendered then.
+type storedDraft struct {
+	Draft
+	Subject, Text, HTML string
 }
 
 func truncate(s string, n int) string {

@@ -16,9 +16,11 @@ var templateFiles embed.FS
 // {{verificationUrl}}).
 var placeholder = regexp.MustCompile(`\{\{([A-Za-z_]+)\}\}`)
 
-// template is one kind of e-mail: a subject line, an HTML body and its plain-text alternative.
+// template is one kind of e-mail: a subject line, an HTML body and its plain-text alternative,
+// and the names of the placeholders they and the layout use.
 type template struct {
 	subject, html, text string
+	needs               []string
 }
 
 func loadTemplates() map[Kind]template {
@@ -31,7 +33,15 @@ func loadTemplates() map[Kind]template {
 			}
 			return string(b)
 		}
-		out[k] = template{subject: strings.TrimSpace(read("subject")), html: read("html"), text: read("txt")}
+		t := template{subject: strings.TrimSpace(read("subject")), html: read("html"), text: read("txt")}
+		seen := map[string]bool{"content": true} // the layout's slot for the body, not a value
+		for _, m := range placeholder.FindAllStringSubmatch(t.subject+t.html+t.text+layout, -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				t.needs = append(t.needs, m[1])
+			}
+		}
+		out[k] = t
 	}
 	return out
 }
@@ -80,22 +90,63 @@ func plain(s string) string {
 	}, s)
 }
 
-// Composer turns the service's events into e-mails, from the templates, with the site's name and
-// address. Every inserted value is escaped for where it goes: HTML-escaped in the HTML part,
-// stripped of control characters in the subject and the text part.
+// Composer turns the service's events into e-mail drafts, and renders drafts from the templates
+// with the site's name and address. Every inserted value is escaped for where it goes:
+// HTML-escaped in the HTML part, stripped of control characters in the subject and the text part.
 type Composer struct {
 	// SiteName and SiteURL name the service (SITE_NAME, AUTH_URL).
 	SiteName string
 	SiteURL  string
 }
 
-func (c Composer) compose(kind Kind, to string, vars map[string]string) (Message, error) {
+// Draft is an e-mail before it is rendered: its kind, which names its template, its recipient,
+// the values of the template's placeholders, and the secret it carries (Code or Link, as in
+// Message). The outbox stores drafts and renders them when it delivers: a draft is a small
+// fraction of the rendered e-mail's size.
+type Draft struct {
+	Kind Kind
+	To   string
+	// Vars holds the template's values but the site's own (site_name, site_url, logo_url), which
+	// rendering adds from the Composer.
+	Vars map[string]string
+	Code string
+	Link string
+}
+
+// siteVars are the values every template may use, from the Composer.
+func (c Composer) siteVars() map[string]string {
+	return map[string]string{"site_name": c.SiteName, "site_url": c.SiteURL, "logo_url": c.SiteURL + "/static/logo.svg"}
+}
+
+// draft makes the Draft of kind, checking that vars and the site's values fill every placeholder
+// its template uses, so a template and its caller cannot drift apart unnoticed.
+func (c Composer) draft(kind Kind, to string, vars map[string]string) (Draft, error) {
 	t, ok := templates[kind]
 	if !ok {
-		return Message{}, fmt.Errorf("mail: no template for %s", kind)
+		return Draft{}, fmt.Errorf("mail: no template for %s", kind)
 	}
-	all := map[string]string{"site_name": c.SiteName, "site_url": c.SiteURL, "logo_url": c.SiteURL + "/static/logo.svg"}
-	for k, v := range vars {
+	site := c.siteVars()
+	var missing []string
+	for _, name := range t.needs {
+		_, given := vars[name]
+		if _, fromSite := site[name]; !given && !fromSite {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return Draft{}, fmt.Errorf("mail: template needs %s", strings.Join(missing, ", "))
+	}
+	return Draft{Kind: kind, To: to, Vars: vars}, nil
+}
+
+// Render fills the template of d's kind with its values and the site's.
+func (c Composer) Render(d Draft) (Message, error) {
+	t, ok := templates[d.Kind]
+	if !ok {
+		return Message{}, fmt.Errorf("mail: no template for %s", d.Kind)
+	}
+	all := c.siteVars()
+	for k, v := range d.Vars {
 		all[k] = v
 	}
 	subject, err := fill(t.subject, all, plain)
@@ -115,45 +166,45 @@ func (c Composer) compose(kind Kind, to string, vars map[string]string) (Message
 		return Message{}, err
 	}
 	page = strings.Replace(page, contentMark, content, 1)
-	return Message{Kind: kind, To: to, Subject: subject, Text: text, HTML: page}, nil
+	return Message{Kind: d.Kind, To: d.To, Subject: subject, Text: text, HTML: page, Code: d.Code, Link: d.Link}, nil
 }
 
 // SignInCode is the e-mail carrying a sign-in code; the code is in the subject line too.
-func (c Composer) SignInCode(to, code string) (Message, error) {
-	m, err := c.compose(KindSignInCode, to, map[string]string{"otp": code})
-	m.Code = code
-	return m, err
+func (c Composer) SignInCode(to, code string) (Draft, error) {
+	d, err := c.draft(KindSignInCode, to, map[string]string{"otp": code})
+	d.Code = code
+	return d, err
 }
 
 // ChangeEmailCode carries the code that confirms a new address from the app.
-func (c Composer) ChangeEmailCode(to, code string) (Message, error) {
-	m, err := c.compose(KindChangeEmailCode, to, map[string]string{"otp": code})
-	m.Code = code
-	return m, err
+func (c Composer) ChangeEmailCode(to, code string) (Draft, error) {
+	d, err := c.draft(KindChangeEmailCode, to, map[string]string{"otp": code})
+	d.Code = code
+	return d, err
 }
 
 // ChangeEmailLink carries the link that confirms a new address on the web.
-func (c Composer) ChangeEmailLink(to, oldEmail, link string) (Message, error) {
-	m, err := c.compose(KindChangeEmailLink, to, map[string]string{"verificationUrl": link, "oldEmail": oldEmail})
-	m.Link = link
-	return m, err
+func (c Composer) ChangeEmailLink(to, oldEmail, link string) (Draft, error) {
+	d, err := c.draft(KindChangeEmailLink, to, map[string]string{"verificationUrl": link, "oldEmail": oldEmail})
+	d.Link = link
+	return d, err
 }
 
 // EmailChanged tells the old address that the account moved, with the link that restores it.
-func (c Composer) EmailChanged(to, newEmail, restoreLink string) (Message, error) {
-	m, err := c.compose(KindEmailChanged, to, map[string]string{"newEmail": newEmail, "restoreUrl": restoreLink})
-	m.Link = restoreLink
-	return m, err
+func (c Composer) EmailChanged(to, newEmail, restoreLink string) (Draft, error) {
+	d, err := c.draft(KindEmailChanged, to, map[string]string{"newEmail": newEmail, "restoreUrl": restoreLink})
+	d.Link = restoreLink
+	return d, err
 }
 
 // Welcome greets a new account.
-func (c Composer) Welcome(to string) (Message, error) {
-	return c.compose(KindWelcome, to, nil)
+func (c Composer) Welcome(to string) (Draft, error) {
+	return c.draft(KindWelcome, to, nil)
 }
 
 // AccountDeleted says when a deleted account's data goes, and how to keep it.
-func (c Composer) AccountDeleted(to string, deleteAt time.Time) (Message, error) {
-	return c.compose(KindAccountDeleted, to, map[string]string{"deleteDate": DateText(deleteAt), "signInUrl": c.SiteURL + "/auth/sign-in"})
+func (c Composer) AccountDeleted(to string, deleteAt time.Time) (Draft, error) {
+	return c.draft(KindAccountDeleted, to, map[string]string{"deleteDate": DateText(deleteAt), "signInUrl": c.SiteURL + "/auth/sign-in"})
 }
 
 // DateText writes a day for people, in e-mails and on the pages: 21 December 2026 (UTC).
@@ -161,8 +212,8 @@ func DateText(t time.Time) string { return t.UTC().Format("2 January 2006") }
 
 // FormerAddressDeleted tells an old address, whose restore link still works until restoreUntil,
 // that the account it used to sign in (now at currentEmail) was deleted.
-func (c Composer) FormerAddressDeleted(to, currentEmail string, deleteAt, restoreUntil time.Time) (Message, error) {
-	return c.compose(KindFormerAddressDeleted, to, map[string]string{
+func (c Composer) FormerAddressDeleted(to, currentEmail string, deleteAt, restoreUntil time.Time) (Draft, error) {
+	return c.draft(KindFormerAddressDeleted, to, map[string]string{
 		"currentEmail": currentEmail, "deleteDate": DateText(deleteAt), "restoreUntil": DateText(restoreUntil),
 	})
 }

@@ -131,10 +131,10 @@ func migrate(db *gorm.DB) error {
 		return err
 	}
 	if db.Dialector.Name() == "postgres" {
-		// An outbox payload is ciphertext of a few kilobytes: compression cannot shrink it, and
-		// moving it out of line to the TOAST table costs each message two more row and index
-		// inserts, and a third write when the payload is dropped after delivery. Rows up to a
-		// page are kept whole instead.
+		// An outbox payload is ciphertext: compression cannot shrink it, and moving a large one
+		// (a rendered e-mail, as versions before drafts stored) out of line to the TOAST table
+		// costs the message two more row and index inserts, and a third write when the payload
+		// is dropped after delivery. Rows up to a page are kept whole instead.
 		if err := db.Exec("ALTER TABLE outbox SET (toast_tuple_target = 8160)").Error; err != nil {
 			return fmt.Errorf("setting the outbox's storage: %w", err)
 		}
