@@ -66,9 +66,9 @@ type Outbox struct {
 	mailer  Mailer
 	compose Composer
 	aead    cipher.AEAD
-	now    func() time.Time
-	log    *slog.Logger
-	kick   chan struct{}
+	now     func() time.Time
+	log     *slog.Logger
+	kick    chan struct{}
 	// refusedKeyRetry is how long a message keeps being retried, attempts not counted, while the
 	// provider refuses the service's credentials (CredentialsError).
 	refusedKeyRetry time.Duration
