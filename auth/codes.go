@@ -23,12 +23,19 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.throttleSend(ctx, email, true); err != nil {
-		return err
-	}
-	// The code and its e-mail are written in one transaction; the outbox delivers the e-mail
-	// after the commit, so the answer never waits on (or reveals anything through) the provider.
+	// The send is counted in the transaction that stores the code and its e-mail, so one commit
+	// makes both durable. A refused send is committed alone: it still counts.
+	var refused error
 	err = models.Transaction(ctx, s.db, func(tx *gorm.DB) error {
+		if err := s.throttleSend(tx, email, true); err != nil {
+			if errors.Is(err, ErrRateLimited) {
+				refused = err
+				return nil
+			}
+			return err
+		}
+		// The outbox delivers the e-mail after the commit, so the answer never waits on (or
+		// reveals anything through) the provider.
 		code, v, err := s.issueCode(tx, PurposeSignIn, email, email)
 		if err != nil {
 			return err
@@ -38,6 +45,9 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if refused != nil {
+		return refused
 	}
 	s.outbox.Kick()
 	return nil
@@ -88,7 +98,7 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool) (*models.Verification, error) {
 	if !validCodeShape(code) {
 		if lockable {
-			if err := s.checkLocked(ctx, email); err != nil {
+			if err := s.checkLocked(s.db.WithContext(ctx), email); err != nil {
 				return nil, err
 			}
 		}
@@ -175,7 +185,7 @@ SELECT spent.*, reserved.count AS failures, reserved.reset_at AS failures_reset_
 // deleted: one of the comparisons reserved before the budget ran out may still be consuming it.
 func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) error {
 	if lockable {
-		if err := s.checkLocked(ctx, email); err != nil {
+		if err := s.checkLocked(s.db.WithContext(ctx), email); err != nil {
 			return err
 		}
 	}

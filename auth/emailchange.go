@@ -77,7 +77,7 @@ func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew st
 	if email, err = newAddress(st.User, rawNew); err != nil {
 		return "", false, err
 	}
-	if err := s.throttleSend(ctx, email, false); err != nil {
+	if err := s.throttleSend(s.db.WithContext(ctx), email, false); err != nil {
 		return "", false, err
 	}
 	taken, err := s.addressTaken(ctx, email)

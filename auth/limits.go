@@ -64,7 +64,7 @@ func (k *keys) throttleKey(kind, email string) string {
 // it (a key that matches no row never does), which saves the lock check a round trip.
 const hitQuery = `INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?)
 ` + countConflictSQL + `
-RETURNING count, reset_at, ` + lockedSQL
+RETURNING count, reset_at, ` + lockedSQL + ` AS locked`
 
 // countConflictSQL is the part of a counter's upsert that counts into an existing row, starting
 // again at 1 when its window (ending at the row's reset_at) has passed at the time given twice.
@@ -77,14 +77,30 @@ const countConflictSQL = `ON CONFLICT (key) DO UPDATE SET
 // reached the cap (the second) in a window that has not ended (the third).
 const lockedSQL = `EXISTS (SELECT 1 FROM auth_throttle f WHERE f.key = ? AND f.count >= ? AND f.reset_at > ?)`
 
-// hit counts one event for key and returns the count in the current window and when it ends, and
-// whether the failure counter lockKey ("" for none) has locked the address.
-func (s *Service) hit(db *gorm.DB, key string, window time.Duration, lockKey string) (count int, resetAt time.Time, locked bool, err error) {
+// hitCount is what hitQuery returns.
+type hitCount struct {
+	Count   int
+	ResetAt time.Time
+	Locked  bool
+}
+
+// hit counts one event for key in db (a pipelined transaction sends it with what waits) and
+// returns the count in the current window and when it ends, and whether the failure counter
+// lockKey ("" for none) has locked the address.
+func (s *Service) hit(db *gorm.DB, key string, window time.Duration, lockKey string) (hitCount, error) {
 	now := s.now()
-	if err := db.Raw(hitQuery, key, now.Add(window), now, now, now, lockKey, s.maxFailures, now).Row().Scan(&count, &resetAt, &locked); err != nil {
-		return 0, time.Time{}, false, fmt.Errorf("auth: counting %s: %w", key[:4], err)
+	var rows []hitCount
+	err := models.NowScan(db, &rows, func(tx *gorm.DB) *gorm.DB {
+		return tx.Raw(hitQuery, key, now.Add(window), now, now, now, lockKey, s.maxFailures, now)
+	})
+	if err == nil && len(rows) != 1 {
+		err = fmt.Errorf("%d rows", len(rows))
 	}
-	return count, resetAt.UTC(), locked, nil
+	if err != nil {
+		return hitCount{}, fmt.Errorf("auth: counting %s: %w", key[:4], err)
+	}
+	rows[0].ResetAt = rows[0].ResetAt.UTC()
+	return rows[0], nil
 }
 
 // retryAfter is the wait until resetAt, at least a second.
@@ -96,23 +112,23 @@ func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
 	return &RateLimitError{RetryAfter: d}
 }
 
-// throttleSend spends one of the address's SendLimit sends, or fails with a RateLimitError. With
-// lockable, an address locked by failed verifications is refused too (checkLocked), in the same
-// round trip; the refused send is still counted, which cannot matter: the lock outlasts the send
-// window.
-func (s *Service) throttleSend(ctx context.Context, email string, lockable bool) error {
-	count, resetAt, locked, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleSend, email), SendWindow, s.lockKey(email, lockable))
+// throttleSend spends one of the address's SendLimit sends in db, or fails with a
+// RateLimitError. With lockable, an address locked by failed verifications is refused too
+// (checkLocked), in the same round trip; the refused send is still counted, which cannot matter:
+// the lock outlasts the send window.
+func (s *Service) throttleSend(db *gorm.DB, email string, lockable bool) error {
+	c, err := s.hit(db, s.keys.throttleKey(throttleSend, email), SendWindow, s.lockKey(email, lockable))
 	if err != nil {
 		return err
 	}
-	if locked {
-		if err := s.checkLocked(ctx, email); err != nil {
+	if c.Locked {
+		if err := s.checkLocked(db, email); err != nil {
 			return err
 		}
 	}
-	if count > SendLimit {
+	if c.Count > SendLimit {
 		s.stats.throttled.Add(1)
-		return s.retryAfter(resetAt)
+		return s.retryAfter(c.ResetAt)
 	}
 	return nil
 }
@@ -128,9 +144,9 @@ func (s *Service) lockKey(email string, lockable bool) string {
 
 // checkLocked fails with a RateLimitError while the address has used up its failed
 // verifications; sends and verifies for it are refused until the window passes.
-func (s *Service) checkLocked(ctx context.Context, email string) error {
+func (s *Service) checkLocked(db *gorm.DB, email string) error {
 	var row models.AuthThrottle
-	err := s.db.WithContext(ctx).Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Take(&row).Error
+	err := db.Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil
 	}
@@ -148,8 +164,8 @@ func (s *Service) checkLocked(ctx context.Context, email string) error {
 // cannot overshoot the cap; a successful sign-in clears the count (clearFailures). It returns the
 // count, and when its window ends.
 func (s *Service) reserveFailure(ctx context.Context, email string) (int, time.Time, error) {
-	count, resetAt, _, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow, "")
-	return count, resetAt, err
+	c, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow, "")
+	return c.Count, c.ResetAt, err
 }
 
 // pastFailureCap fails with a RateLimitError when a reservation (reserveFailure) made the

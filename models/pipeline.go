@@ -151,6 +151,19 @@ func LaterScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) 
 	})
 }
 
+// NowScan runs the statement build makes of tx, with every statement waiting before it in the
+// same round trip, and scans the rows it returns into dest (as LaterScan).
+func NowScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) error {
+	if err := LaterScan(tx, dest, build); err != nil {
+		return err
+	}
+	if p := pipelineOf(tx); p != nil {
+		_, err := p.flush(tx.Statement.Context)
+		return err
+	}
+	return nil
+}
+
 // add queues the statement a dry run rendered.
 func (p *pipeline) add(q *gorm.DB) error {
 	return p.addScan(q, nil)

@@ -107,7 +107,7 @@ func TestPipelineRunsWaitingStatementsInOrder(t *testing.T) {
 
 // LaterScan reads the rows of a statement that returns them when it is sent with the statements
 // after it: dest is filled once the transaction has talked to the database, and holds what the
-// statement saw, in its place in the order.
+// statement saw, in its place in the order. NowScan sends at once.
 func TestPipelineScansRowsOfWaitingStatements(t *testing.T) {
 	openEach(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
@@ -125,6 +125,16 @@ func TestPipelineScansRowsOfWaitingStatements(t *testing.T) {
 				return tx.Raw("SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "missing")
 			}); err != nil {
 				return err
+			}
+			// NowScan sends what waits with its own query: both results are there when it returns.
+			var seen []models.AuthThrottle
+			if err := models.NowScan(tx, &seen, func(tx *gorm.DB) *gorm.DB {
+				return tx.Raw("SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "a")
+			}); err != nil {
+				return err
+			}
+			if len(bumped) != 1 || len(seen) != 1 || seen[0].Count != 5 {
+				t.Errorf("after NowScan: scanned %+v and %+v, want the row a with count 5 in both", bumped, seen)
 			}
 			// The delete comes after the update in the order, so it sees the count of 5.
 			n, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
