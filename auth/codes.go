@@ -147,7 +147,7 @@ func (s *Service) spendAttempt(ctx context.Context, purpose, subject, email stri
 		args = append(args, lockKey, now.Add(FailureWindow), now, now, now)
 	}
 	var rows []spentAttempt
-	if err := db.Raw(query, args...).Scan(&rows).Error; err != nil {
+	if err := models.NowScan(db, &rows, func(tx *gorm.DB) *gorm.DB { return tx.Raw(query, args...) }); err != nil {
 		return nil, fmt.Errorf("auth: counting an attempt: %w", err)
 	}
 	if len(rows) != 1 {

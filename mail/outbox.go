@@ -278,12 +278,14 @@ func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
 		skipLocked = " FOR UPDATE SKIP LOCKED"
 	}
 	var batch []models.OutboxMessage
-	err := o.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ?, attempts = attempts + 1
+	err := models.NowScan(o.db.WithContext(ctx), &batch, func(tx *gorm.DB) *gorm.DB {
+		return tx.Raw(`UPDATE outbox SET locked_until = ?, attempts = attempts + 1
  WHERE id IN (SELECT id FROM outbox WHERE `+pendingSQL+` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
   ORDER BY next_attempt_at LIMIT ?`+skipLocked+`)
  AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
-		now.Add(lease), now, now, batchSize, now).Scan(&batch).Error
+			now.Add(lease), now, now, batchSize, now)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("mail: claiming messages: %w", err)
 	}

@@ -142,7 +142,7 @@ func Now(tx *gorm.DB, build func(tx *gorm.DB) *gorm.DB) (int64, error) {
 func LaterScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) error {
 	p := pipelineOf(tx)
 	if p == nil {
-		return build(tx).Scan(dest).Error
+		return scanRows(build(tx), dest)
 	}
 	return p.addScan(build(tx.Session(&gorm.Session{DryRun: true})), func(rows pgx.Rows) error {
 		found, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[T])
@@ -151,8 +151,30 @@ func LaterScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) 
 	})
 }
 
+// scanRows runs q and scans every row it returns into dest. It is GORM's Scan without the
+// rendering of the statement with its arguments that Scan does for its logger on every call,
+// which costs more than the rest of a small query.
+func scanRows[T any](q *gorm.DB, dest *[]T) error {
+	*dest = nil
+	rows, err := q.Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	// ScanRows reads the row Next moved to, and every row after it into a slice.
+	if rows.Next() {
+		if err := q.ScanRows(rows, dest); err != nil {
+			return err
+		}
+	}
+	// A statement can fail while its rows are read (SQLite reports a write's conflict there);
+	// AddError translates the error as GORM does its own.
+	return q.AddError(rows.Err())
+}
+
 // NowScan runs the statement build makes of tx, with every statement waiting before it in the
-// same round trip, and scans the rows it returns into dest (as LaterScan).
+// same round trip, and scans the rows it returns into dest (as LaterScan). Outside a pipelined
+// transaction it is GORM's Scan into a slice, without Scan's cost (scanRows).
 func NowScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) error {
 	if err := LaterScan(tx, dest, build); err != nil {
 		return err
