@@ -19,9 +19,36 @@ var placeholder = regexp.MustCompile(`\{\{([A-Za-z_]+)\}\}`)
 // template is one kind of e-mail: a subject line, an HTML body and its plain-text alternative,
 // and the names of the placeholders they and the layout use.
 type template struct {
-	subject, html, text string
+	subject, html, text text
 	needs               []string
 }
+
+// text is a template's text split at its placeholders, once, when the templates load: rendering
+// is then one pass that copies literals and writes values.
+type text []part
+
+// part is a literal (name "") or a placeholder.
+type part struct{ lit, name string }
+
+func parse(s string) text {
+	var t text
+	at := 0
+	for _, m := range placeholder.FindAllStringSubmatchIndex(s, -1) {
+		if m[0] > at {
+			t = append(t, part{lit: s[at:m[0]]})
+		}
+		t = append(t, part{name: s[m[2]:m[3]]})
+		at = m[1]
+	}
+	if at < len(s) {
+		t = append(t, part{lit: s[at:]})
+	}
+	return t
+}
+
+// contentSlot is the layout's {{content}}, the one placeholder filled with HTML: the rendered
+// body, which the escaping of the values leaves alone.
+const contentSlot = "content"
 
 func loadTemplates() map[Kind]template {
 	out := map[Kind]template{}
@@ -33,12 +60,14 @@ func loadTemplates() map[Kind]template {
 			}
 			return string(b)
 		}
-		t := template{subject: strings.TrimSpace(read("subject")), html: read("html"), text: read("txt")}
-		seen := map[string]bool{"content": true} // the layout's slot for the body, not a value
-		for _, m := range placeholder.FindAllStringSubmatch(t.subject+t.html+t.text+layout, -1) {
-			if !seen[m[1]] {
-				seen[m[1]] = true
-				t.needs = append(t.needs, m[1])
+		t := template{subject: parse(strings.TrimSpace(read("subject"))), html: parse(read("html")), text: parse(read("txt"))}
+		seen := map[string]bool{contentSlot: true}
+		for _, x := range []text{t.subject, t.html, t.text, layout} {
+			for _, p := range x {
+				if p.name != "" && !seen[p.name] {
+					seen[p.name] = true
+					t.needs = append(t.needs, p.name)
+				}
 			}
 		}
 		out[k] = t
@@ -48,35 +77,40 @@ func loadTemplates() map[Kind]template {
 
 var templates = loadTemplates()
 
-// contentMark stands for the layout's {{content}}, the one placeholder filled with HTML, so the
-// escaping of the other values leaves the rendered template alone.
-const contentMark = "\x00content\x00"
-
-var layout = func() string {
+var layout = func() text {
 	b, err := templateFiles.ReadFile("templates/layout.html")
 	if err != nil {
 		panic(err)
 	}
-	return strings.Replace(string(b), "{{content}}", contentMark, 1)
+	return parse(string(b))
 }()
 
-// fill replaces every {{name}} in s with vars[name], passed through escape. A placeholder with no
-// value is an error, so a template and its caller cannot drift apart unnoticed.
-func fill(s string, vars map[string]string, escape func(string) string) (string, error) {
+// fill writes t with every {{name}} replaced by vars[name], passed through escape, and the
+// layout's content slot by body. A placeholder with no value is an error, so a template and its
+// caller cannot drift apart unnoticed.
+func (t text) fill(vars map[string]string, escape func(string) string, body string) (string, error) {
+	var b strings.Builder
 	var missing []string
-	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-2]
-		v, ok := vars[name]
-		if !ok {
-			missing = append(missing, name)
-			return m
+	for _, p := range t {
+		if p.name == "" {
+			b.WriteString(p.lit)
+			continue
 		}
-		return escape(v)
-	})
+		if p.name == contentSlot && body != "" {
+			b.WriteString(body)
+			continue
+		}
+		v, ok := vars[p.name]
+		if !ok {
+			missing = append(missing, p.name)
+			continue
+		}
+		b.WriteString(escape(v))
+	}
 	if len(missing) > 0 {
 		return "", fmt.Errorf("mail: template needs %s", strings.Join(missing, ", "))
 	}
-	return out, nil
+	return b.String(), nil
 }
 
 // plain makes a value safe for a subject line or a text body: control characters (a CR LF
@@ -149,23 +183,22 @@ func (c Composer) Render(d Draft) (Message, error) {
 	for k, v := range d.Vars {
 		all[k] = v
 	}
-	subject, err := fill(t.subject, all, plain)
+	subject, err := t.subject.fill(all, plain, "")
 	if err != nil {
 		return Message{}, err
 	}
-	text, err := fill(t.text, all, plain)
+	text, err := t.text.fill(all, plain, "")
 	if err != nil {
 		return Message{}, err
 	}
-	content, err := fill(t.html, all, html.EscapeString)
+	content, err := t.html.fill(all, html.EscapeString, "")
 	if err != nil {
 		return Message{}, err
 	}
-	page, err := fill(layout, all, html.EscapeString)
+	page, err := layout.fill(all, html.EscapeString, content)
 	if err != nil {
 		return Message{}, err
 	}
-	page = strings.Replace(page, contentMark, content, 1)
 	return Message{Kind: d.Kind, To: d.To, Subject: subject, Text: text, HTML: page, Code: d.Code, Link: d.Link}, nil
 }
 
