@@ -10,7 +10,6 @@ import (
 	"codeauth/models"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // SendSignInCode issues a sign-in code for the address and e-mails it. It answers the same way
@@ -72,12 +71,9 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 		ExpiresAt: now.Add(OTPLifetime),
 		CreatedAt: now,
 	}
-	err = models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-		return tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "purpose"}, {Name: "subject"}},
-			DoUpdates: clause.AssignmentColumns([]string{"id", "email", "code_hash", "attempts", "exhausted", "expires_at", "created_at"}),
-		}).Create(&v)
-	})
+	err = models.LaterInsert(tx, &v, ` ON CONFLICT (purpose, subject) DO UPDATE SET id = excluded.id, email = excluded.email,
+ code_hash = excluded.code_hash, attempts = excluded.attempts, exhausted = excluded.exhausted,
+ expires_at = excluded.expires_at, created_at = excluded.created_at`)
 	if err != nil {
 		return "", models.Verification{}, fmt.Errorf("auth: storing a code: %w", err)
 	}
@@ -147,7 +143,7 @@ func (s *Service) spendAttempt(ctx context.Context, purpose, subject, email stri
 		args = append(args, lockKey, now.Add(FailureWindow), now, now, now)
 	}
 	var rows []spentAttempt
-	if err := models.NowScan(db, &rows, func(tx *gorm.DB) *gorm.DB { return tx.Raw(query, args...) }); err != nil {
+	if err := models.NowScan(db, &rows, query, args...); err != nil {
 		return nil, fmt.Errorf("auth: counting an attempt: %w", err)
 	}
 	if len(rows) != 1 {
@@ -219,9 +215,7 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 // consumeCode deletes the matched code inside tx. Exactly one of any number of parallel requests
 // holding the same right code gets true; the others lost the race and must fail.
 func consumeCode(tx *gorm.DB, v *models.Verification) (bool, error) {
-	n, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
-		return tx.Where("id = ? AND code_hash = ?", v.ID, v.CodeHash).Delete(&models.Verification{})
-	})
+	n, err := models.Now(tx, "DELETE FROM verifications WHERE id = ? AND code_hash = ?", v.ID, v.CodeHash)
 	if err != nil {
 		return false, fmt.Errorf("auth: consuming a code: %w", err)
 	}

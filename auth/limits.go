@@ -90,9 +90,7 @@ type hitCount struct {
 func (s *Service) hit(db *gorm.DB, key string, window time.Duration, lockKey string) (hitCount, error) {
 	now := s.now()
 	var rows []hitCount
-	err := models.NowScan(db, &rows, func(tx *gorm.DB) *gorm.DB {
-		return tx.Raw(hitQuery, key, now.Add(window), now, now, now, lockKey, s.maxFailures, now)
-	})
+	err := models.NowScan(db, &rows, hitQuery, key, now.Add(window), now, now, now, lockKey, s.maxFailures, now)
 	if err == nil && len(rows) != 1 {
 		err = fmt.Errorf("%d rows", len(rows))
 	}
@@ -180,9 +178,7 @@ func (s *Service) pastFailureCap(count int, resetAt time.Time) error {
 
 // clearFailures resets the address's consecutive failures, inside the sign-in transaction.
 func (s *Service) clearFailures(tx *gorm.DB, email string) error {
-	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-		return tx.Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Delete(&models.AuthThrottle{})
-	}); err != nil {
+	if err := models.Later(tx, "DELETE FROM auth_throttle WHERE key = ?", s.keys.throttleKey(throttleFailure, email)); err != nil {
 		return fmt.Errorf("auth: clearing failures: %w", err)
 	}
 	return nil

@@ -234,7 +234,7 @@ func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (st
 		CreatedAt:         now,
 		UpdatedAt:         now,
 	}
-	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB { return tx.Create(&sess) }); err != nil {
+	if err := models.LaterInsert(tx, &sess, ""); err != nil {
 		return "", models.Session{}, fmt.Errorf("auth: creating a session: %w", err)
 	}
 	return token, sess, nil

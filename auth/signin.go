@@ -9,7 +9,6 @@ import (
 	"codeauth/models"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // SignInInput is one verification request.
@@ -60,7 +59,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		// in one round trip. A lost race for the code rolls back the account it created.
 		fresh := s.newUser(email, name)
 		var found []models.User
-		if err := models.LaterScan(tx, &found, func(tx *gorm.DB) *gorm.DB { return upsertUser(tx, fresh) }); err != nil {
+		if err := models.LaterScan(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
 			return fmt.Errorf("auth: creating a user: %w", err)
 		}
 		ok, err := consumeCode(tx, v)
@@ -119,11 +118,6 @@ const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, creat
 ON CONFLICT (email) DO UPDATE SET email = excluded.email
 RETURNING id, email, name, email_verified, image, created_at, updated_at, deleted_at`
 
-// upsertUser is upsertUserSQL for u.
-func upsertUser(tx *gorm.DB, u models.User) *gorm.DB {
-	return tx.Raw(upsertUserSQL, u.ID, u.Email, u.Name, u.EmailVerified, u.CreatedAt, u.UpdatedAt)
-}
-
 // settleUser finishes what upsertUser started, given the fresh account it tried to insert and
 // the row it returned, and returns the account that signs in and whether it was created here
 // (the returned row is the fresh one). A new account gets its sign-up effects. A soft-deleted
@@ -152,19 +146,9 @@ func (s *Service) settleUser(tx *gorm.DB, fresh models.User, found []models.User
 		}
 		return fresh, true, s.signUpEffects(tx, fresh)
 	}
-	changes := map[string]any{}
-	if existing.DeletedAt.Valid {
-		changes["deleted_at"] = nil
-	}
-	if !existing.EmailVerified {
-		// The code just proved the address.
-		changes["email_verified"] = true
-	}
-	if len(changes) > 0 {
-		changes["updated_at"] = now
-		if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-			return tx.Unscoped().Model(&models.User{}).Where("id = ?", existing.ID).Updates(changes)
-		}); err != nil {
+	if existing.DeletedAt.Valid || !existing.EmailVerified {
+		// Signing in restores a deleted account, and the code just proved the address.
+		if err := models.Later(tx, "UPDATE users SET deleted_at = NULL, email_verified = ?, updated_at = ? WHERE id = ?", true, now, existing.ID); err != nil {
 			return models.User{}, false, fmt.Errorf("auth: updating a user: %w", err)
 		}
 		existing.DeletedAt = gorm.DeletedAt{}
@@ -181,9 +165,7 @@ func (s *Service) signUpEffects(tx *gorm.DB, user models.User) error {
 	if err := s.ensureUserData(tx, user.ID); err != nil {
 		return err
 	}
-	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-		return tx.Model(&models.Purchase{}).Where("email = ? AND user_id IS NULL", user.Email).Update("user_id", user.ID)
-	}); err != nil {
+	if err := models.Later(tx, "UPDATE purchases SET user_id = ? WHERE email = ? AND user_id IS NULL", user.ID, user.Email); err != nil {
 		return fmt.Errorf("auth: linking purchases: %w", err)
 	}
 	return nil
@@ -193,9 +175,7 @@ func (s *Service) signUpEffects(tx *gorm.DB, user models.User) error {
 func (s *Service) ensureUserData(tx *gorm.DB, userID string) error {
 	now := s.now()
 	ud := models.UserData{ID: newID(), UserID: userID, MarketingOptIn: false, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now}
-	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "user_id"}}, DoNothing: true}).Create(&ud)
-	}); err != nil {
+	if err := models.LaterInsert(tx, &ud, " ON CONFLICT (user_id) DO NOTHING"); err != nil {
 		return fmt.Errorf("auth: creating user data: %w", err)
 	}
 	return nil

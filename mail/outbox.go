@@ -118,11 +118,9 @@ func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 	}
 	if opts.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
-		if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-			return tx.Model(&models.OutboxMessage{}).
-				Where("supersede = ? AND "+pendingSQL+" AND (locked_until IS NULL OR locked_until <= ?)", opts.Supersede, now).
-				Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "last_error": "superseded"})
-		}); err != nil {
+		if err := models.Later(tx, `UPDATE outbox SET status = ?, payload = ?, last_error = ?
+ WHERE supersede = ? AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)`,
+			statusAbandoned, []byte{}, errSuperseded.Error(), opts.Supersede, now); err != nil {
 			return fmt.Errorf("mail: superseding: %w", err)
 		}
 	}
@@ -130,7 +128,7 @@ func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 		ID: id, Kind: string(d.Kind), Recipient: d.To, Supersede: opts.Supersede, Payload: sealed,
 		Status: statusPending, NextAttemptAt: now, ExpiresAt: opts.ExpiresAt, CreatedAt: now,
 	}
-	if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB { return tx.Create(&row) }); err != nil {
+	if err := models.LaterInsert(tx, &row, ""); err != nil {
 		return fmt.Errorf("mail: queueing: %w", err)
 	}
 	return nil
@@ -278,14 +276,12 @@ func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
 		skipLocked = " FOR UPDATE SKIP LOCKED"
 	}
 	var batch []models.OutboxMessage
-	err := models.NowScan(o.db.WithContext(ctx), &batch, func(tx *gorm.DB) *gorm.DB {
-		return tx.Raw(`UPDATE outbox SET locked_until = ?, attempts = attempts + 1
+	err := models.NowScan(o.db.WithContext(ctx), &batch, `UPDATE outbox SET locked_until = ?, attempts = attempts + 1
  WHERE id IN (SELECT id FROM outbox WHERE `+pendingSQL+` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
   ORDER BY next_attempt_at LIMIT ?`+skipLocked+`)
  AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
-			now.Add(lease), now, now, batchSize, now)
-	})
+		now.Add(lease), now, now, batchSize, now)
 	if err != nil {
 		return nil, fmt.Errorf("mail: claiming messages: %w", err)
 	}

@@ -6,6 +6,10 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,9 +22,10 @@ import (
 // Most statements of a sign-in are writes whose only result is that they worked: the code, its
 // e-mail, the session. Inside Transaction such statements, handed to Later, are not sent one at a
 // time. On PostgreSQL they wait and go to the server together, in one round trip, with the next
-// statement whose result is read (Now, or any ordinary GORM statement, which sends what waits
-// first) or with the COMMIT. They still run in the order they were given and in one transaction,
-// so only the number of round trips changes: a sign-up's transaction takes three instead of nine.
+// statement whose result is read (Now, NowScan, or any ordinary GORM statement, which sends what
+// waits first) or with the COMMIT; LaterScan's rows come back with them. They still run in the
+// order they were given and in one transaction, so only the number of round trips changes: a
+// sign-in's transaction takes two instead of nine.
 // An error of a waiting statement is reported by whatever sent it, and fails the transaction.
 // On SQLite, which runs in the process, Later runs the statement at once.
 
@@ -110,41 +115,65 @@ func pipelineOf(tx *gorm.DB) *pipeline {
 	return p
 }
 
-// Later runs the statement build makes of tx when the transaction next talks to the database,
-// or at once outside a pipelined transaction (and on SQLite). Use it for statements whose only
-// result is success; their errors fail the transaction.
-func Later(tx *gorm.DB, build func(tx *gorm.DB) *gorm.DB) error {
+// Statements are written out in SQL, with ? for each argument, so that on PostgreSQL they are
+// queued as written: having GORM build them costs more than the database takes to run most of
+// them. An argument is a single value (GORM's expansion of a slice for IN does not apply), and
+// writing dialect-neutral SQL is the caller's part.
+
+// Later runs a statement when the transaction next talks to the database, or at once outside a
+// pipelined transaction (and on SQLite). Use it for statements whose only result is success;
+// their errors fail the transaction.
+func Later(tx *gorm.DB, query string, args ...any) error {
+	if err := singleValues(args); err != nil {
+		return err
+	}
 	p := pipelineOf(tx)
 	if p == nil {
-		return build(tx).Error
+		return tx.Exec(query, args...).Error
 	}
-	return p.add(build(tx.Session(&gorm.Session{DryRun: true})))
+	return p.add(query, args, nil)
 }
 
-// Now runs the statement build makes of tx, with every statement waiting before it in the same
-// round trip, and returns the rows it affected.
-func Now(tx *gorm.DB, build func(tx *gorm.DB) *gorm.DB) (int64, error) {
+// Now runs a statement, with every statement waiting before it in the same round trip, and
+// returns the rows it affected.
+func Now(tx *gorm.DB, query string, args ...any) (int64, error) {
+	if err := singleValues(args); err != nil {
+		return 0, err
+	}
 	p := pipelineOf(tx)
 	if p == nil {
-		q := build(tx)
+		q := tx.Exec(query, args...)
 		return q.RowsAffected, q.Error
 	}
-	if err := p.add(build(tx.Session(&gorm.Session{DryRun: true}))); err != nil {
+	if err := p.add(query, args, nil); err != nil {
 		return 0, err
 	}
 	return p.flush(tx.Statement.Context)
+}
+
+// LaterInsert is Later for the INSERT of row, a pointer to a model, with every column of the
+// model's table, followed by suffix (an ON CONFLICT clause, or "").
+func LaterInsert(tx *gorm.DB, row any, suffix string) error {
+	ins, err := insertOf(tx, row)
+	if err != nil {
+		return err
+	}
+	return Later(tx, ins.sql+suffix, ins.values(tx, row)...)
 }
 
 // LaterScan is Later for a statement that returns rows (a SELECT, or a write with RETURNING):
 // they are scanned into dest, by column name as GORM names fields, when the statement is sent.
 // dest must not be read before the transaction has next talked to the database (Now, an ordinary
 // statement, or the commit); outside a pipelined transaction it is filled at once.
-func LaterScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) error {
+func LaterScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
+	if err := singleValues(args); err != nil {
+		return err
+	}
 	p := pipelineOf(tx)
 	if p == nil {
-		return scanRows(build(tx), dest)
+		return scanRows(tx.Raw(query, args...), dest)
 	}
-	return p.addScan(build(tx.Session(&gorm.Session{DryRun: true})), func(rows pgx.Rows) error {
+	return p.add(query, args, func(rows pgx.Rows) error {
 		found, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[T])
 		*dest = found
 		return err
@@ -172,11 +201,11 @@ func scanRows[T any](q *gorm.DB, dest *[]T) error {
 	return q.AddError(rows.Err())
 }
 
-// NowScan runs the statement build makes of tx, with every statement waiting before it in the
-// same round trip, and scans the rows it returns into dest (as LaterScan). Outside a pipelined
-// transaction it is GORM's Scan into a slice, without Scan's cost (scanRows).
-func NowScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) error {
-	if err := LaterScan(tx, dest, build); err != nil {
+// NowScan runs a statement, with every statement waiting before it in the same round trip, and
+// scans the rows it returns into dest (as LaterScan). Outside a pipelined transaction it is
+// GORM's Scan into a slice, without Scan's cost (scanRows).
+func NowScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
+	if err := LaterScan(tx, dest, query, args...); err != nil {
 		return err
 	}
 	if p := pipelineOf(tx); p != nil {
@@ -186,18 +215,52 @@ func NowScan[T any](tx *gorm.DB, dest *[]T, build func(tx *gorm.DB) *gorm.DB) er
 	return nil
 }
 
-// add queues the statement a dry run rendered.
-func (p *pipeline) add(q *gorm.DB) error {
-	return p.addScan(q, nil)
+// add queues a statement, with scan to read its rows (nil for none).
+func (p *pipeline) add(query string, args []any, scan func(pgx.Rows) error) error {
+	p.waiting = append(p.waiting, pendingStatement{sql: numbered(query), vars: args, scan: scan})
+	return nil
 }
 
-// addScan queues the statement a dry run rendered, with scan to read its rows (nil for none).
-func (p *pipeline) addScan(q *gorm.DB, scan func(pgx.Rows) error) error {
-	if q.Error != nil {
-		return q.Error
+// singleValues refuses a list among a written statement's arguments ([]byte is a value): GORM
+// would expand it for IN on SQLite, and PostgreSQL would get an array, so it works on neither
+// the same way.
+func singleValues(args []any) error {
+	for _, a := range args {
+		if v := reflect.ValueOf(a); v.Kind() == reflect.Slice && v.Type().Elem().Kind() != reflect.Uint8 {
+			return fmt.Errorf("models: a list argument (%T) in a written statement", a)
+		}
 	}
-	p.waiting = append(p.waiting, pendingStatement{sql: q.Statement.SQL.String(), vars: q.Statement.Vars, scan: scan})
 	return nil
+}
+
+// numberedSQL caches numbered: a service writes a few dozen statements, each used over and over.
+var numberedSQL sync.Map
+
+// numbered rewrites the ? placeholders of query as PostgreSQL's $1, $2, … (outside quoted text).
+func numbered(query string) string {
+	if n, ok := numberedSQL.Load(query); ok {
+		return n.(string)
+	}
+	var b strings.Builder
+	n, quote := 0, byte(0)
+	for i := 0; i < len(query); i++ {
+		c := query[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '?':
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(c)
+	}
+	numberedSQL.Store(query, b.String())
+	return b.String()
 }
 
 // flush sends every waiting statement in one round trip and returns the rows the last affected.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,8 +45,16 @@ func counter(key string) *models.AuthThrottle {
 	return &models.AuthThrottle{Key: key, Count: 1, ResetAt: time.Now().UTC().Add(time.Hour), UpdatedAt: time.Now().UTC()}
 }
 
-func insert(row *models.AuthThrottle) func(*gorm.DB) *gorm.DB {
-	return func(tx *gorm.DB) *gorm.DB { return tx.Create(row) }
+// insertCounter is the written-out insert of a counter named by its one argument.
+const insertCounter = "INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?)"
+
+// insert queues the insert of a counter with LaterInsert.
+func insert(tx *gorm.DB, key string) error { return models.LaterInsert(tx, counter(key), "") }
+
+// insertNow inserts a counter with Now.
+func insertNow(tx *gorm.DB, key string) (int64, error) {
+	now := time.Now().UTC()
+	return models.Now(tx, insertCounter, key, now.Add(time.Hour), now)
 }
 
 func keys(t *testing.T, db *gorm.DB) []string {
@@ -75,24 +85,20 @@ func TestPipelineRunsWaitingStatementsInOrder(t *testing.T) {
 		ctx := context.Background()
 		err := models.Transaction(ctx, db, func(tx *gorm.DB) error {
 			for _, k := range []string{"a", "b", "c"} {
-				if err := models.Later(tx, insert(counter(k))); err != nil {
+				if err := insert(tx, k); err != nil {
 					return err
 				}
 			}
 			// An ordinary GORM read sees what waited.
 			sameKeys(t, keys(t, tx), "a", "b", "c")
-			if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB {
-				return tx.Model(&models.AuthThrottle{}).Where("key = ?", "b").Update("count", 7)
-			}); err != nil {
+			if err := models.Later(tx, "UPDATE auth_throttle SET count = ? WHERE key = ?", 7, "b"); err != nil {
 				return err
 			}
-			n, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
-				return tx.Where("key IN ?", []string{"a", "c", "x"}).Delete(&models.AuthThrottle{})
-			})
+			n, err := models.Now(tx, "DELETE FROM auth_throttle WHERE key IN (?, ?, ?)", "a", "c", "x")
 			if err != nil || n != 2 {
 				t.Errorf("Now deleted %d rows (%v), want 2", n, err)
 			}
-			return models.Later(tx, insert(counter("d")))
+			return insert(tx, "d")
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -116,30 +122,22 @@ func TestPipelineScansRowsOfWaitingStatements(t *testing.T) {
 		}
 		var bumped, none []models.AuthThrottle
 		err := models.Transaction(ctx, db, func(tx *gorm.DB) error {
-			if err := models.LaterScan(tx, &bumped, func(tx *gorm.DB) *gorm.DB {
-				return tx.Raw("UPDATE auth_throttle SET count = count + 4 WHERE key = ? RETURNING key, count, reset_at, updated_at", "a")
-			}); err != nil {
+			if err := models.LaterScan(tx, &bumped, "UPDATE auth_throttle SET count = count + 4 WHERE key = ? RETURNING key, count, reset_at, updated_at", "a"); err != nil {
 				return err
 			}
-			if err := models.LaterScan(tx, &none, func(tx *gorm.DB) *gorm.DB {
-				return tx.Raw("SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "missing")
-			}); err != nil {
+			if err := models.LaterScan(tx, &none, "SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "missing"); err != nil {
 				return err
 			}
 			// NowScan sends what waits with its own query: both results are there when it returns.
 			var seen []models.AuthThrottle
-			if err := models.NowScan(tx, &seen, func(tx *gorm.DB) *gorm.DB {
-				return tx.Raw("SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "a")
-			}); err != nil {
+			if err := models.NowScan(tx, &seen, "SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "a"); err != nil {
 				return err
 			}
 			if len(bumped) != 1 || len(seen) != 1 || seen[0].Count != 5 {
 				t.Errorf("after NowScan: scanned %+v and %+v, want the row a with count 5 in both", bumped, seen)
 			}
 			// The delete comes after the update in the order, so it sees the count of 5.
-			n, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB {
-				return tx.Where("key = ? AND count = ?", "a", 5).Delete(&models.AuthThrottle{})
-			})
+			n, err := models.Now(tx, "DELETE FROM auth_throttle WHERE key = ? AND count = ?", "a", 5)
 			if err != nil || n != 1 {
 				t.Errorf("Now deleted %d rows (%v), want the updated row", n, err)
 			}
@@ -162,13 +160,11 @@ func TestPipelineScansRowsOfWaitingStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = models.Transaction(ctx, db, func(tx *gorm.DB) error {
-			models.Later(tx, insert(counter("h1")))
-			if err := models.LaterScan(tx, &dup, func(tx *gorm.DB) *gorm.DB {
-				return tx.Raw("INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?) RETURNING key", "kept", time.Now().UTC(), time.Now().UTC())
-			}); err != nil {
+			insert(tx, "h1")
+			if err := models.LaterScan(tx, &dup, insertCounter+" RETURNING key", "kept", time.Now().UTC(), time.Now().UTC()); err != nil {
 				return err
 			}
-			_, err := models.Now(tx, insert(counter("h2")))
+			_, err := insertNow(tx, "h2")
 			return err
 		})
 		if !errors.Is(err, gorm.ErrDuplicatedKey) {
@@ -188,11 +184,11 @@ func TestPipelineRollsBackEverything(t *testing.T) {
 		}
 		refused := errors.New("refused")
 		err := models.Transaction(ctx, db, func(tx *gorm.DB) error {
-			models.Later(tx, insert(counter("e1")))
-			if _, err := models.Now(tx, insert(counter("e2"))); err != nil {
+			insert(tx, "e1")
+			if _, err := insertNow(tx, "e2"); err != nil {
 				return err
 			}
-			models.Later(tx, insert(counter("e3")))
+			insert(tx, "e3")
 			return refused
 		})
 		if !errors.Is(err, refused) {
@@ -202,8 +198,8 @@ func TestPipelineRollsBackEverything(t *testing.T) {
 		// A waiting statement that fails (a duplicate key) fails the commit and undoes the
 		// statements before it.
 		err = models.Transaction(ctx, db, func(tx *gorm.DB) error {
-			models.Later(tx, insert(counter("f1")))
-			return models.Later(tx, insert(counter("kept")))
+			insert(tx, "f1")
+			return insert(tx, "kept")
 		})
 		if !errors.Is(err, gorm.ErrDuplicatedKey) {
 			t.Fatalf("err = %v, want gorm.ErrDuplicatedKey from the waiting insert", err)
@@ -216,7 +212,7 @@ func TestPipelineRollsBackEverything(t *testing.T) {
 				}
 			}()
 			models.Transaction(ctx, db, func(tx *gorm.DB) error {
-				models.Now(tx, insert(counter("p1")))
+				insertNow(tx, "p1")
 				panic("boom")
 			})
 		}()
@@ -241,7 +237,7 @@ func TestPipelineCommitsWhatWaited(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := models.Transaction(ctx, db, func(tx *gorm.DB) error {
-			return models.Later(tx, insert(counter("only")))
+			return insert(tx, "only")
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -270,13 +266,13 @@ func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
 		return n > 0
 	}
 	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
-		if err := models.Later(tx, func(tx *gorm.DB) *gorm.DB { return tx.Exec("SELECT pg_advisory_xact_lock(?)", lock) }); err != nil {
+		if err := models.Later(tx, "SELECT pg_advisory_xact_lock(?)", lock); err != nil {
 			return err
 		}
 		if held() {
 			t.Error("the waiting statement was sent before anything read")
 		}
-		if _, err := models.Now(tx, func(tx *gorm.DB) *gorm.DB { return tx.Exec("SELECT 1") }); err != nil {
+		if _, err := models.Now(tx, "SELECT 1"); err != nil {
 			return err
 		}
 		if !held() {
@@ -311,13 +307,77 @@ func TestPipelineReportsADoomedCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
-		models.Later(tx, insert(counter("g1")))
+		insert(tx, "g1")
 		_ = tx.Create(counter("kept")).Error // a duplicate, and its error ignored
-		models.Later(tx, insert(counter("g2")))
+		insert(tx, "g2")
 		return nil
 	})
 	if err == nil {
 		t.Fatal("a transaction with a failed statement reported a commit")
 	}
 	sameKeys(t, keys(t, db), "kept")
+}
+
+// A written statement's ? placeholders become PostgreSQL's numbered ones, but inside quotes.
+func TestNumberedPlaceholders(t *testing.T) {
+	for in, want := range map[string]string{
+		"SELECT 1":                                  "SELECT 1",
+		"UPDATE t SET a = ?, b = ? WHERE c = ?":     "UPDATE t SET a = $1, b = $2 WHERE c = $3",
+		"SELECT '?', \"a?b\" FROM t WHERE x = ?":    "SELECT '?', \"a?b\" FROM t WHERE x = $1",
+		"SELECT 'it''s ?' WHERE a = ? AND b = 'x?'": "SELECT 'it''s ?' WHERE a = $1 AND b = 'x?'",
+	} {
+		if got := models.Numbered(in); got != want {
+			t.Errorf("%q became %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A list among a written statement's arguments is refused on both databases: SQLite would get it
+// expanded for IN and PostgreSQL an array.
+func TestWrittenStatementsRefuseLists(t *testing.T) {
+	openEach(t, func(t *testing.T, db *gorm.DB) {
+		err := models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+			return models.Later(tx, "DELETE FROM auth_throttle WHERE key IN ?", []string{"a", "b"})
+		})
+		if err == nil || !strings.Contains(err.Error(), "list argument") {
+			t.Fatalf("err = %v, want the list refused", err)
+		}
+		if _, err := models.Now(db, "DELETE FROM auth_throttle WHERE key = ?", []byte("a")); err != nil {
+			t.Fatalf("a []byte is a value: %v", err)
+		}
+	})
+}
+
+// LaterInsert writes every column of the model, nulls included, and its suffix applies.
+func TestLaterInsertWritesEveryColumn(t *testing.T) {
+	openEach(t, func(t *testing.T, db *gorm.DB) {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		expires := now.Add(time.Hour)
+		row := models.OutboxMessage{ID: "0d9e3d5a-8f0e-4f5e-9a63-0e7a9c1c2b11", Kind: "welcome", Recipient: "a@example.com",
+			Supersede: "k", Payload: []byte{1, 2, 3}, Status: "pending", Attempts: 2, NextAttemptAt: now,
+			ExpiresAt: &expires, LastError: "e", CreatedAt: now}
+		err := models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+			if err := models.LaterInsert(tx, &row, ""); err != nil {
+				return err
+			}
+			again := row
+			again.Kind = "changed"
+			return models.LaterInsert(tx, &again, " ON CONFLICT (id) DO NOTHING")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got models.OutboxMessage
+		if err := db.Take(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		got.NextAttemptAt, got.CreatedAt = got.NextAttemptAt.UTC(), got.CreatedAt.UTC()
+		if got.ExpiresAt == nil || !got.ExpiresAt.Equal(expires) || got.LockedUntil != nil || got.SentAt != nil {
+			t.Fatalf("times read back %+v", got)
+		}
+		got.ExpiresAt = row.ExpiresAt
+		if !reflect.DeepEqual(got, row) {
+			t.Fatalf("read back %+v, want %+v", got, row)
+		}
+	})
 }

@@ -1,0 +1,4 @@
+package models
+
+// Numbered exposes numbered to the tests.
+var Numbered = numbered
