@@ -129,7 +129,7 @@ type Purchase struct {
 }
 
 // OutboxMessage is an e-mail waiting for delivery, written in the same transaction as the change
-// that caused it. Payload is the rendered message sealed with a key derived from AUTH_SECRET (a
+// that caused it. Payload is the message's draft (mail.Draft) sealed with a key derived from AUTH_SECRET (a
 // code e-mail is a live code) and emptied once the message is delivered or given up. Messages
 // queued with the same Supersede key replace each other while pending: only the newest code of a
 // kind goes out. LockedUntil is a worker's lease on the message; the id doubles as the provider's
