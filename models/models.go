@@ -129,8 +129,8 @@ type Purchase struct {
 }
 
 // OutboxMessage is an e-mail waiting for delivery, written in the same transaction as the change
-// that caused it. Payload is the message's draft (mail.Draft) sealed with a key derived from AUTH_SECRET (a
-// code e-mail is a live code) and emptied once the message is delivered or given up. Messages
+// that caused it. Payload is the message's draft (mail.Draft) sealed with a key derived from
+// AUTH_SECRET (a code e-mail is a live code) and emptied once it is delivered or given up. Messages
 // queued with the same Supersede key replace each other while pending: only the newest code of a
 // kind goes out. LockedUntil is a worker's lease on the message; the id doubles as the provider's
 // idempotency key. The due-message index covers pending rows only: the workers poll it all the
