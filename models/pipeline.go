@@ -61,10 +61,7 @@ func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (
 		return err
 	}
 	defer conn.Close()
-	p := &pipeline{conn: conn, translate: func(err error) error { return err }, waiting: []pendingStatement{{sql: "BEGIN"}}}
-	if t, ok := db.Dialector.(gorm.ErrorTranslator); ok && db.Config.TranslateError {
-		p.translate = t.Translate
-	}
+	p := &pipeline{conn: conn, translate: translator(db), waiting: []pendingStatement{{sql: "BEGIN"}}}
 	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
 	tx.Statement.ConnPool = conn
 
@@ -106,6 +103,37 @@ func (p *pipeline) rollback(ctx context.Context) {
 	}
 }
 
+// translator is how db reports database errors: translated to GORM's (gorm.ErrDuplicatedKey…)
+// when db is configured to.
+func translator(db *gorm.DB) func(error) error {
+	if t, ok := db.Dialector.(gorm.ErrorTranslator); ok && db.Config.TranslateError {
+		return t.Translate
+	}
+	return func(err error) error { return err }
+}
+
+// alone runs one written statement on PostgreSQL outside any transaction as a pipeline of its
+// own, autocommitted, through pgx without GORM or database/sql; ran is false where it does not
+// apply (SQLite, or inside a GORM transaction, which the statement must join).
+func alone(tx *gorm.DB, query string, args []any, scan func(pgx.Rows) error) (n int64, ran bool, err error) {
+	sqlDB, ok := tx.Statement.ConnPool.(*sql.DB)
+	if !ok || tx.Dialector.Name() != "postgres" {
+		return 0, false, nil
+	}
+	ctx := tx.Statement.Context
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return 0, true, err
+	}
+	defer conn.Close()
+	p := &pipeline{conn: conn, translate: translator(tx)}
+	if err := p.add(query, args, scan); err != nil {
+		return 0, true, err
+	}
+	n, err = p.flush(ctx)
+	return n, true, err
+}
+
 // pipelineOf is tx's pipeline, or nil outside a pipelined transaction.
 func pipelineOf(tx *gorm.DB) *pipeline {
 	if tx.Statement == nil || tx.Statement.Context == nil {
@@ -121,14 +149,17 @@ func pipelineOf(tx *gorm.DB) *pipeline {
 // writing dialect-neutral SQL is the caller's part.
 
 // Later runs a statement when the transaction next talks to the database, or at once outside a
-// pipelined transaction (and on SQLite). Use it for statements whose only result is success;
-// their errors fail the transaction.
+// pipelined transaction (and on SQLite; on PostgreSQL outside any transaction, see alone). Use
+// it for statements whose only result is success; their errors fail the transaction.
 func Later(tx *gorm.DB, query string, args ...any) error {
 	if err := singleValues(args); err != nil {
 		return err
 	}
 	p := pipelineOf(tx)
 	if p == nil {
+		if _, ran, err := alone(tx, query, args, nil); ran {
+			return err
+		}
 		return tx.Exec(query, args...).Error
 	}
 	return p.add(query, args, nil)
@@ -142,6 +173,9 @@ func Now(tx *gorm.DB, query string, args ...any) (int64, error) {
 	}
 	p := pipelineOf(tx)
 	if p == nil {
+		if n, ran, err := alone(tx, query, args, nil); ran {
+			return n, err
+		}
 		q := tx.Exec(query, args...)
 		return q.RowsAffected, q.Error
 	}
@@ -169,15 +203,19 @@ func LaterScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
 	if err := singleValues(args); err != nil {
 		return err
 	}
-	p := pipelineOf(tx)
-	if p == nil {
-		return scanRows(tx.Raw(query, args...), dest)
-	}
-	return p.add(query, args, func(rows pgx.Rows) error {
+	scan := func(rows pgx.Rows) error {
 		found, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[T])
 		*dest = found
 		return err
-	})
+	}
+	p := pipelineOf(tx)
+	if p == nil {
+		if _, ran, err := alone(tx, query, args, scan); ran {
+			return err
+		}
+		return scanRows(tx.Raw(query, args...), dest)
+	}
+	return p.add(query, args, scan)
 }
 
 // scanRows runs q and scans every row it returns into dest. It is GORM's Scan without the

@@ -381,3 +381,32 @@ func TestLaterInsertWritesEveryColumn(t *testing.T) {
 		}
 	})
 }
+
+// Outside a pipelined transaction a written statement runs at once; inside a GORM transaction it
+// joins it, and is undone with it.
+func TestWrittenStatementsOutsidePipelines(t *testing.T) {
+	openEach(t, func(t *testing.T, db *gorm.DB) {
+		if n, err := insertNow(db, "alone"); err != nil || n != 1 {
+			t.Fatalf("alone: %d rows, %v", n, err)
+		}
+		var got []models.AuthThrottle
+		if err := models.NowScan(db, &got, "SELECT key, count, reset_at, updated_at FROM auth_throttle WHERE key = ?", "alone"); err != nil || len(got) != 1 {
+			t.Fatalf("read back %+v, %v", got, err)
+		}
+		if _, err := insertNow(db, "alone"); !errors.Is(err, gorm.ErrDuplicatedKey) {
+			t.Fatalf("a duplicate: %v, want gorm.ErrDuplicatedKey", err)
+		}
+		undone := errors.New("undone")
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if err := insert(tx, "joined"); err != nil {
+				return err
+			}
+			sameKeys(t, keys(t, tx), "alone", "joined")
+			return undone
+		})
+		if !errors.Is(err, undone) {
+			t.Fatal(err)
+		}
+		sameKeys(t, keys(t, db), "alone")
+	})
+}
