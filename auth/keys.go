@@ -13,23 +13,34 @@ import (
 // for one purpose verifies for another. The session cookie signature uses the secret itself: it
 // is the better-auth wire format (HMAC-SHA256(secret, token)) that existing clients carry.
 type keys struct {
-	cookie   []byte      // signs session tokens in cookies and set-auth-token
-	otp      []byte      // keys the code hashes
-	throttle []byte      // keys the address hashes of auth_throttle
+	cookie   macs        // signs session tokens in cookies and set-auth-token
+	otp      macs        // keys the code hashes
+	throttle macs        // keys the address hashes of auth_throttle
 	cache    cipher.AEAD // seals the session_data cookie cache
-	// signers are reusable HMACs keyed with cookie: verifying a signature is on every request,
-	// and keying a fresh HMAC costs more than the signature itself.
-	signers sync.Pool
 }
 
-// signer returns an HMAC-SHA256 keyed with the cookie key, reset; put it back in signers after
-// use.
-func (k *keys) signer() hash.Hash {
-	if h, ok := k.signers.Get().(hash.Hash); ok {
+// macs hands out reusable HMAC-SHA256s keyed with one key: a signature check is on every
+// request, hashes of codes and addresses on every sign-in, and keying a fresh HMAC costs more
+// than the hash itself.
+type macs struct {
+	key  []byte
+	pool sync.Pool
+}
+
+// sum is the HMAC of the parts written one after the other, appended to b.
+func (m *macs) sum(b []byte, parts ...string) []byte {
+	h, ok := m.pool.Get().(hash.Hash)
+	if ok {
 		h.Reset()
-		return h
+	} else {
+		h = hmac.New(sha256.New, m.key)
 	}
-	return hmac.New(sha256.New, k.cookie)
+	for _, p := range parts {
+		h.Write([]byte(p))
+	}
+	b = h.Sum(b)
+	m.pool.Put(h)
+	return b
 }
 
 func deriveKey(secret []byte, label string) []byte {
@@ -48,9 +59,9 @@ func newKeys(secret []byte) (*keys, error) {
 		return nil, err
 	}
 	return &keys{
-		cookie:   append([]byte(nil), secret...),
-		otp:      deriveKey(secret, "otp"),
-		throttle: deriveKey(secret, "throttle"),
+		cookie:   macs{key: append([]byte(nil), secret...)},
+		otp:      macs{key: deriveKey(secret, "otp")},
+		throttle: macs{key: deriveKey(secret, "throttle")},
 		cache:    aead,
 	}, nil
 }

@@ -55,12 +55,8 @@ func wellFormedToken(s string) bool {
 // cookie (URL-encoded there) and by the set-auth-token header. The signature is the standard,
 // padded base64 of HMAC-SHA256(AUTH_SECRET, token): better-auth's format.
 func (s *Service) SignToken(token string) string {
-	mac := s.keys.signer()
-	mac.Write([]byte(token))
 	var sum [sha256.Size]byte
-	mac.Sum(sum[:0])
-	s.keys.signers.Put(mac)
-	return token + "." + base64.StdEncoding.EncodeToString(sum[:])
+	return token + "." + base64.StdEncoding.EncodeToString(s.keys.cookie.sum(sum[:0], token))
 }
 
 // VerifySignedToken returns the token inside a signed value, or false when the value is not one
@@ -92,11 +88,7 @@ func (s *Service) VerifySignedToken(value string) (string, bool) {
 			return "", false
 		}
 	}
-	mac := s.keys.signer()
-	mac.Write([]byte(token))
-	sum := mac.Sum(want[:0])
-	s.keys.signers.Put(mac)
-	if !hmac.Equal(got[:n], sum) {
+	if !hmac.Equal(got[:n], s.keys.cookie.sum(want[:0], token)) {
 		return "", false
 	}
 	return token, true

@@ -24,8 +24,11 @@ type template struct {
 }
 
 // text is a template's text split at its placeholders, once, when the templates load: rendering
-// is then one pass that copies literals and writes values.
-type text []part
+// is then one pass that copies literals and writes values into a buffer of the right size.
+type text struct {
+	parts []part
+	size  int // the literals' length
+}
 
 // part is a literal (name "") or a placeholder.
 type part struct{ lit, name string }
@@ -35,13 +38,16 @@ func parse(s string) text {
 	at := 0
 	for _, m := range placeholder.FindAllStringSubmatchIndex(s, -1) {
 		if m[0] > at {
-			t = append(t, part{lit: s[at:m[0]]})
+			t.parts = append(t.parts, part{lit: s[at:m[0]]})
 		}
-		t = append(t, part{name: s[m[2]:m[3]]})
+		t.parts = append(t.parts, part{name: s[m[2]:m[3]]})
 		at = m[1]
 	}
 	if at < len(s) {
-		t = append(t, part{lit: s[at:]})
+		t.parts = append(t.parts, part{lit: s[at:]})
+	}
+	for _, p := range t.parts {
+		t.size += len(p.lit)
 	}
 	return t
 }
@@ -63,7 +69,7 @@ func loadTemplates() map[Kind]template {
 		t := template{subject: parse(strings.TrimSpace(read("subject"))), html: parse(read("html")), text: parse(read("txt"))}
 		seen := map[string]bool{contentSlot: true}
 		for _, x := range []text{t.subject, t.html, t.text, layout} {
-			for _, p := range x {
+			for _, p := range x.parts {
 				if p.name != "" && !seen[p.name] {
 					seen[p.name] = true
 					t.needs = append(t.needs, p.name)
@@ -90,8 +96,9 @@ var layout = func() text {
 // caller cannot drift apart unnoticed.
 func (t text) fill(vars map[string]string, escape func(string) string, body string) (string, error) {
 	var b strings.Builder
+	b.Grow(t.size + len(body) + 256)
 	var missing []string
-	for _, p := range t {
+	for _, p := range t.parts {
 		if p.name == "" {
 			b.WriteString(p.lit)
 			continue
