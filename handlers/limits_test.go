@@ -317,23 +317,29 @@ func TestFailureCap(t *testing.T) {
 	})
 }
 
-// The cap holds under parallel guesses too: comparisons are counted before they are made.
+// The cap holds under parallel guesses too: comparisons are counted before they are made. On
+// PostgreSQL the count comes back from the statement that spends the attempt, and is the only
+// guard: the lock check in that statement reads a snapshot that misses counts committed meanwhile.
 func TestFailureCap_ParallelGuessesStopAtTheCap(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithMaxFailedVerifications(3))
-	e.SendCode("target@example.com")
-	before := e.Auth.Stats().CodeComparisons
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			signIn(e, "target@example.com", wrongCode("", i))
-		}(i)
-	}
-	wg.Wait()
-	if got := e.Auth.Stats().CodeComparisons - before; got > 3 {
-		t.Fatalf("%d comparisons with a cap of 3", got)
-	}
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		for round := 0; round < 3; round++ {
+			email := fmt.Sprintf("target%d@example.com", round)
+			e.SendCode(email)
+			before := e.Auth.Stats().CodeComparisons
+			var wg sync.WaitGroup
+			for i := 0; i < 20; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					signIn(e, email, wrongCode("", i))
+				}(i)
+			}
+			wg.Wait()
+			if got := e.Auth.Stats().CodeComparisons - before; got != 3 {
+				t.Fatalf("round %d: %d comparisons with a cap of 3", round, got)
+			}
+		}
+	}, apptest.WithMaxFailedVerifications(3))
 }
 
 // RATE_LIMIT_STORE=postgres: two instances share their per-IP counters.
