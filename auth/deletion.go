@@ -23,8 +23,12 @@ func (s *Service) DeletionGrace() time.Duration { return s.deletionGrace }
 
 // pastGrace reports whether the account was deleted longer ago than the grace period: it is gone,
 // whether or not the nightly purge has run, and nothing restores it.
-func (s *Service) pastGrace(u models.User) bool {
-	return u.DeletedAt.Valid && !s.now().Before(u.DeletedAt.Time.Add(s.deletionGrace))
+func (s *Service) pastGrace(u models.User) bool { return s.pastGraceAt(u, s.now()) }
+
+// pastGraceAt is pastGrace at the time now: deleted at or before now less the grace period, the
+// cutoff purgeUsers takes.
+func (s *Service) pastGraceAt(u models.User, now time.Time) bool {
+	return u.DeletedAt.Valid && !u.DeletedAt.Time.After(now.Add(-s.deletionGrace))
 }
 
 // DeleteAccount soft-deletes the account of the signed-in session, which must be fresh: every

@@ -134,12 +134,16 @@ func (s *Service) settleUser(tx *gorm.DB, fresh models.User, found []models.User
 		return fresh, true, s.signUpEffects(tx, fresh)
 	}
 	now := s.now()
-	if s.pastGrace(existing) {
+	if s.pastGraceAt(existing, now) {
 		// Past its grace period the account is gone, whether or not the nightly purge has run:
-		// purge it now and sign up afresh. The address is free until this commits: a parallel
-		// sign-up for it waits on the unique index.
-		if _, err := purgeUsers(tx, []string{existing.ID}, now.Add(-s.deletionGrace)); err != nil {
+		// purge it now and sign up afresh. The row is locked, and the purge's cutoff is the one
+		// just checked, so it goes; a parallel sign-up for the address waits on the unique index.
+		n, err := purgeUsers(tx, []string{existing.ID}, now.Add(-s.deletionGrace))
+		if err != nil {
 			return models.User{}, false, err
+		}
+		if n != 1 {
+			return models.User{}, false, fmt.Errorf("auth: purging an account past its grace removed %d", n)
 		}
 		if err := tx.Create(&fresh).Error; err != nil {
 			return models.User{}, false, fmt.Errorf("auth: creating a user: %w", err)
