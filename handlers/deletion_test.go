@@ -317,3 +317,32 @@ func (l *lossy) Send(ctx context.Context, m mail.Message) error {
 	}
 	return err
 }
+
+// A message that cannot be opened (sealed under another AUTH_SECRET, say) cannot get better by
+// retrying: it is given up at once, with the reason recorded and an error logged for someone to
+// look at, and the messages beside it still go out.
+func TestDelivery_UnreadableMessageIsGivenUpLoudly(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		now := e.Clock.Now().UTC()
+		bad := models.OutboxMessage{ID: "6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e5f", Kind: string(mail.KindWelcome), Recipient: "bad@example.com",
+			Payload: make([]byte, 64), Status: "pending", NextAttemptAt: now, CreatedAt: now}
+		if err := e.DB.Create(&bad).Error; err != nil {
+			t.Fatal(err)
+		}
+		e.SendCode("good@example.com")
+		e.Mailer.Flush()
+		var got models.OutboxMessage
+		if err := e.DB.Where("id = ?", bad.ID).Take(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != "abandoned" || !strings.HasPrefix(got.LastError, "unreadable") || len(got.Payload) != 0 {
+			t.Fatalf("the unreadable message: status %q, last error %q, payload %d bytes", got.Status, got.LastError, len(got.Payload))
+		}
+		if !strings.Contains(e.Logs.String(), "cannot be opened or rendered") {
+			t.Fatalf("nothing logged:\n%s", e.Logs.String())
+		}
+		if len(e.Mailer.Find(mail.KindWelcome, "bad@example.com")) != 0 || e.Mailer.LastCode("good@example.com") == "" {
+			t.Fatal("the unreadable message went out, or the good one did not")
+		}
+	})
+}

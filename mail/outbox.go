@@ -295,6 +295,9 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	}
 	m, err := o.open(row)
 	if err != nil {
+		// No retry can change a payload: it was sealed under another AUTH_SECRET, or its draft
+		// does not fit the templates of this version. Someone has to look.
+		o.log.ErrorContext(ctx, "outbox: giving up on a message that cannot be opened or rendered", "kind", row.Kind, "id", row.ID, "error", err)
 		return outcomeAbandoned, fmt.Errorf("unreadable: %w", err)
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
@@ -404,7 +407,9 @@ func (o *Outbox) open(row models.OutboxMessage) (Message, error) {
 }
 
 // storedDraft reads a payload: a Draft, or a whole Message as versions before drafts stored
-// them, which is sent as it was rendered then.
+// them, which is sent as it was rendered then. The reverse does not hold: a worker of such a
+// version reads a draft as a message without subject or body, so every instance of a deployment
+// moves to drafts together.
 type storedDraft struct {
 	Draft
 	Subject, Text, HTML string
