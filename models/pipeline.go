@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // Pipelined transactions.
@@ -33,6 +35,7 @@ import (
 type pipeline struct {
 	conn      *sql.Conn
 	translate func(error) error
+	log       logger.Interface // GORM's logger, which reports slow statements
 	waiting   []pendingStatement
 	begun     bool // BEGIN has been sent: the transaction must end with COMMIT or ROLLBACK
 }
@@ -61,7 +64,7 @@ func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (
 		return err
 	}
 	defer conn.Close()
-	p := &pipeline{conn: conn, translate: translator(db), waiting: []pendingStatement{{sql: "BEGIN"}}}
+	p := &pipeline{conn: conn, translate: translator(db), log: db.Logger, waiting: []pendingStatement{{sql: "BEGIN"}}}
 	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
 	tx.Statement.ConnPool = conn
 
@@ -126,7 +129,7 @@ func alone(tx *gorm.DB, query string, args []any, scan func(pgx.Rows) error) (n 
 		return 0, true, err
 	}
 	defer conn.Close()
-	p := &pipeline{conn: conn, translate: translator(tx)}
+	p := &pipeline{conn: conn, translate: translator(tx), log: tx.Logger}
 	if err := p.add(query, args, scan); err != nil {
 		return 0, true, err
 	}
@@ -319,6 +322,17 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 		p.begun = true
 	}
 	var last pgconn.CommandTag
+	begin := time.Now()
+	// Slow round trips are reported as GORM's are; errors go back to the caller, who logs them.
+	defer func() {
+		p.log.Trace(ctx, begin, func() (string, int64) {
+			statements := make([]string, len(waiting))
+			for i, st := range waiting {
+				statements[i] = st.sql
+			}
+			return strings.Join(statements, "; "), last.RowsAffected()
+		}, nil)
+	}()
 	err := p.conn.Raw(func(driverConn any) error {
 		pc, ok := driverConn.(*stdlib.Conn)
 		if !ok {

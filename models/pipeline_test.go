@@ -3,6 +3,7 @@ package models_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -409,4 +410,33 @@ func TestWrittenStatementsOutsidePipelines(t *testing.T) {
 		}
 		sameKeys(t, keys(t, db), "alone")
 	})
+}
+
+// Round trips of pipelined statements, and written statements sent alone, are reported when slow,
+// as GORM's own statements are: the logger sees them, without their arguments.
+func TestPipelineReportsSlowRoundTrips(t *testing.T) {
+	var logs strings.Builder
+	db, err := models.Open(context.Background(), models.Options{DatabaseURL: apptest.PostgresURL(t),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+		_, err := models.Now(tx, "SELECT pg_sleep(0.6) WHERE ? <> ''", "secret-argument")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "slow query"); n != 1 {
+		t.Fatalf("%d slow-query reports, want 1:\n%s", n, logs.String())
+	}
+	if strings.Contains(logs.String(), "secret-argument") {
+		t.Fatalf("an argument was logged:\n%s", logs.String())
+	}
 }
