@@ -1,4 +1,7 @@
 package models
 
-// Numbered exposes numbered to the tests.
-var Numbered = numbered
+// Numbered is a written statement as parse numbers it for PostgreSQL, or why it is refused.
+func Numbered(query string) (string, error) {
+	w := parse(query)
+	return w.numbered, w.err
+}

@@ -155,7 +155,7 @@ func pipelineOf(tx *gorm.DB) *pipeline {
 // pipelined transaction (and on SQLite; on PostgreSQL outside any transaction, see alone). Use
 // it for statements whose only result is success; their errors fail the transaction.
 func Later(tx *gorm.DB, query string, args ...any) error {
-	if err := singleValues(args); err != nil {
+	if err := checkWritten(query, args); err != nil {
 		return err
 	}
 	p := pipelineOf(tx)
@@ -171,7 +171,7 @@ func Later(tx *gorm.DB, query string, args ...any) error {
 // Now runs a statement, with every statement waiting before it in the same round trip, and
 // returns the rows it affected.
 func Now(tx *gorm.DB, query string, args ...any) (int64, error) {
-	if err := singleValues(args); err != nil {
+	if err := checkWritten(query, args); err != nil {
 		return 0, err
 	}
 	p := pipelineOf(tx)
@@ -203,7 +203,7 @@ func LaterInsert(tx *gorm.DB, row any, suffix string) error {
 // dest must not be read before the transaction has next talked to the database (Now, an ordinary
 // statement, or the commit); outside a pipelined transaction it is filled at once.
 func LaterScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
-	if err := singleValues(args); err != nil {
+	if err := checkWritten(query, args); err != nil {
 		return err
 	}
 	scan := func(rows pgx.Rows) error {
@@ -258,50 +258,69 @@ func NowScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
 
 // add queues a statement, with scan to read its rows (nil for none).
 func (p *pipeline) add(query string, args []any, scan func(pgx.Rows) error) error {
-	p.waiting = append(p.waiting, pendingStatement{sql: numbered(query), vars: args, scan: scan})
+	w := parse(query)
+	p.waiting = append(p.waiting, pendingStatement{sql: w.numbered, vars: args, scan: scan})
 	return nil
 }
 
-// singleValues refuses a list among a written statement's arguments ([]byte is a value): GORM
-// would expand it for IN on SQLite, and PostgreSQL would get an array, so it works on neither
-// the same way.
-func singleValues(args []any) error {
-	for _, a := range args {
-		if v := reflect.ValueOf(a); v.Kind() == reflect.Slice && v.Type().Elem().Kind() != reflect.Uint8 {
-			return fmt.Errorf("models: a list argument (%T) in a written statement", a)
-		}
-	}
-	return nil
+// written is what parse learns of a written statement.
+type written struct {
+	numbered string // with PostgreSQL's $1, $2, … for the ? placeholders
+	params   int
+	err      error
 }
 
-// numberedSQL caches numbered: a service writes a few dozen statements, each used over and over.
-var numberedSQL sync.Map
+// writtenSQL caches parse: a service writes a few dozen statements, each used over and over.
+var writtenSQL sync.Map
 
-// numbered rewrites the ? placeholders of query as PostgreSQL's $1, $2, … (outside quoted text).
-func numbered(query string) string {
-	if n, ok := numberedSQL.Load(query); ok {
-		return n.(string)
+// parse numbers the ? placeholders of query. A ? inside quotes is refused: GORM would take it
+// for a placeholder on SQLite, PostgreSQL for text, so the statement would mean two things.
+func parse(query string) written {
+	if w, ok := writtenSQL.Load(query); ok {
+		return w.(written)
 	}
 	var b strings.Builder
-	n, quote := 0, byte(0)
+	w, quote := written{}, byte(0)
 	for i := 0; i < len(query); i++ {
 		c := query[i]
 		switch {
 		case quote != 0:
 			if c == quote {
 				quote = 0
+			} else if c == '?' {
+				w.err = fmt.Errorf("models: a ? inside quotes in a written statement: %.60s", query)
 			}
 		case c == '\'' || c == '"':
 			quote = c
 		case c == '?':
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
+			w.params++
+			b.WriteString("$" + strconv.Itoa(w.params))
 			continue
 		}
 		b.WriteByte(c)
 	}
-	numberedSQL.Store(query, b.String())
-	return b.String()
+	w.numbered = b.String()
+	writtenSQL.Store(query, w)
+	return w
+}
+
+// checkWritten refuses a written statement that the two databases would read differently, or
+// that has not one argument for each placeholder. A list among the arguments ([]byte is a value)
+// is one: GORM would expand it for IN on SQLite, and PostgreSQL would get an array.
+func checkWritten(query string, args []any) error {
+	w := parse(query)
+	if w.err != nil {
+		return w.err
+	}
+	if w.params != len(args) {
+		return fmt.Errorf("models: %d arguments for %d placeholders in a written statement: %.60s", len(args), w.params, query)
+	}
+	for _, a := range args {
+		if v := reflect.ValueOf(a); v.Kind() == reflect.Slice && v.Type().Elem().Kind() != reflect.Uint8 {
+			return fmt.Errorf("models: a list argument (%T) in a written statement", a)
+		}
+	}
+	return nil
 }
 
 // flush sends every waiting statement in one round trip and returns the rows the last affected.

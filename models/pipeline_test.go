@@ -319,16 +319,21 @@ func TestPipelineReportsADoomedCommit(t *testing.T) {
 	sameKeys(t, keys(t, db), "kept")
 }
 
-// A written statement's ? placeholders become PostgreSQL's numbered ones, but inside quotes.
+// A written statement's ? placeholders become PostgreSQL's numbered ones. A ? inside quotes,
+// which GORM would take for a placeholder and PostgreSQL for text, is refused.
 func TestNumberedPlaceholders(t *testing.T) {
 	for in, want := range map[string]string{
-		"SELECT 1":                                  "SELECT 1",
-		"UPDATE t SET a = ?, b = ? WHERE c = ?":     "UPDATE t SET a = $1, b = $2 WHERE c = $3",
-		"SELECT '?', \"a?b\" FROM t WHERE x = ?":    "SELECT '?', \"a?b\" FROM t WHERE x = $1",
-		"SELECT 'it''s ?' WHERE a = ? AND b = 'x?'": "SELECT 'it''s ?' WHERE a = $1 AND b = 'x?'",
+		"SELECT 1":                                   "SELECT 1",
+		"UPDATE t SET a = ?, b = ? WHERE c = ?":      "UPDATE t SET a = $1, b = $2 WHERE c = $3",
+		"SELECT 'it''s', \"a b\" FROM t WHERE x = ?": "SELECT 'it''s', \"a b\" FROM t WHERE x = $1",
 	} {
-		if got := models.Numbered(in); got != want {
-			t.Errorf("%q became %q, want %q", in, got, want)
+		if got, err := models.Numbered(in); got != want || err != nil {
+			t.Errorf("%q became %q (%v), want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"SELECT '?' WHERE a = ?", "SELECT \"a?\" FROM t", "SELECT 'it''s ?'"} {
+		if _, err := models.Numbered(in); err == nil {
+			t.Errorf("%q was not refused", in)
 		}
 	}
 }
@@ -345,6 +350,9 @@ func TestWrittenStatementsRefuseLists(t *testing.T) {
 		}
 		if _, err := models.Now(db, "DELETE FROM auth_throttle WHERE key = ?", []byte("a")); err != nil {
 			t.Fatalf("a []byte is a value: %v", err)
+		}
+		if err := models.Later(db, "DELETE FROM auth_throttle WHERE key = ? AND count = ?", "a"); err == nil || !strings.Contains(err.Error(), "1 arguments for 2 placeholders") {
+			t.Fatalf("an argument short: %v", err)
 		}
 	})
 }
