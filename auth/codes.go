@@ -89,8 +89,9 @@ func (s *Service) issueCode(tx *gorm.DB, purpose, subject, email string) (string
 // parallel guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons
 // in total, and a failure later in the request cannot roll the count back. The same statement
 // returns the row and, when lockable, spends nothing while failed verifications lock the address
-// (checkLocked), and reserves the comparison against the address's cap of failures
-// (reserveFailure); past the cap it fails with a RateLimitError instead of comparing.
+// (checkLocked); it also reserves the comparison against the address's cap of failures
+// (reserveFailure, in the same statement on PostgreSQL and right after it on SQLite); past the
+// cap it fails with a RateLimitError instead of comparing.
 func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool) (*models.Verification, error) {
 	if !validCodeShape(code) {
 		if lockable {

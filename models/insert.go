@@ -12,10 +12,13 @@ import (
 
 // insert is the written-out INSERT of a model's table: every column, in the model's order, and
 // the fields that fill them. It is made once per model from GORM's schema, so the statement and
-// the model cannot drift apart.
+// the model cannot drift apart. It writes the fields as they are: GORM's Create would also fill
+// defaults and run hooks, so a model that has either is refused, and a creation or update time
+// left zero (which Create would set) is an error.
 type insert struct {
 	sql    string
 	fields []*schema.Field
+	name   string
 }
 
 var inserts sync.Map // reflect.Type of the model → *insert
@@ -30,10 +33,18 @@ func insertOf(db *gorm.DB, row any) (*insert, error) {
 	if err := stmt.Parse(row); err != nil {
 		return nil, fmt.Errorf("models: %T: %w", row, err)
 	}
-	ins := &insert{}
+	sch := stmt.Schema
+	if sch.BeforeCreate || sch.AfterCreate || sch.BeforeSave || sch.AfterSave {
+		return nil, fmt.Errorf("models: %s has create hooks, which a written insert would skip", sch.Name)
+	}
+	ins := &insert{name: sch.Name}
 	var cols []string
-	for _, name := range stmt.Schema.DBNames {
-		ins.fields = append(ins.fields, stmt.Schema.FieldsByDBName[name])
+	for _, name := range sch.DBNames {
+		f := sch.FieldsByDBName[name]
+		if f.HasDefaultValue || !f.Creatable {
+			return nil, fmt.Errorf("models: %s.%s has a default or is not creatable, which a written insert would not honour", sch.Name, f.Name)
+		}
+		ins.fields = append(ins.fields, f)
 		cols = append(cols, name)
 	}
 	ins.sql = "INSERT INTO " + stmt.Schema.Table + " (" + strings.Join(cols, ", ") + ") VALUES (?" +
@@ -43,11 +54,15 @@ func insertOf(db *gorm.DB, row any) (*insert, error) {
 }
 
 // values are row's values for the insert's columns.
-func (ins *insert) values(db *gorm.DB, row any) []any {
+func (ins *insert) values(db *gorm.DB, row any) ([]any, error) {
 	v := reflect.ValueOf(row).Elem()
 	out := make([]any, len(ins.fields))
 	for i, f := range ins.fields {
-		out[i], _ = f.ValueOf(db.Statement.Context, v)
+		var zero bool
+		out[i], zero = f.ValueOf(db.Statement.Context, v)
+		if zero && (f.AutoCreateTime != 0 || f.AutoUpdateTime != 0) {
+			return nil, fmt.Errorf("models: %s.%s is not set", ins.name, f.Name)
+		}
 	}
-	return out
+	return out, nil
 }

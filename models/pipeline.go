@@ -195,11 +195,17 @@ func LaterInsert(tx *gorm.DB, row any, suffix string) error {
 	if err != nil {
 		return err
 	}
-	return Later(tx, ins.sql+suffix, ins.values(tx, row)...)
+	values, err := ins.values(tx, row)
+	if err != nil {
+		return err
+	}
+	return Later(tx, ins.sql+suffix, values...)
 }
 
 // LaterScan is Later for a statement that returns rows (a SELECT, or a write with RETURNING):
-// they are scanned into dest, by column name as GORM names fields, when the statement is sent.
+// they are scanned into dest when the statement is sent, each column into the field of its name
+// (email_verified into EmailVerified; on PostgreSQL pgx matches names without GORM's tags, so a
+// field renamed with a column tag needs its column named after it with AS).
 // dest must not be read before the transaction has next talked to the database (Now, an ordinary
 // statement, or the commit); outside a pipelined transaction it is filled at once.
 func LaterScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {

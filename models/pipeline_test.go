@@ -448,3 +448,21 @@ func TestPipelineReportsSlowRoundTrips(t *testing.T) {
 		t.Fatalf("an argument was logged:\n%s", logs.String())
 	}
 }
+
+// LaterInsert writes fields as they are, so it refuses what GORM's Create would have filled in.
+func TestLaterInsertRefusesWhatCreateWouldFill(t *testing.T) {
+	openEach(t, func(t *testing.T, db *gorm.DB) {
+		unset := models.AuthThrottle{Key: "k", Count: 1, ResetAt: time.Now().UTC()} // no UpdatedAt
+		if err := models.LaterInsert(db, &unset, ""); err == nil || !strings.Contains(err.Error(), "UpdatedAt is not set") {
+			t.Fatalf("a zero update time: %v", err)
+		}
+		type withDefault struct {
+			ID   string `gorm:"primaryKey"`
+			Kind string `gorm:"default:plain"`
+		}
+		if err := models.LaterInsert(db, &withDefault{ID: "a"}, ""); err == nil || !strings.Contains(err.Error(), "default") {
+			t.Fatalf("a field with a default: %v", err)
+		}
+		sameKeys(t, keys(t, db))
+	})
+}
