@@ -164,7 +164,7 @@ func (s *Service) spendAttempt(ctx context.Context, purpose, subject, email stri
 // address is locked (lockedSQL), and returns the row.
 const spendAttemptQuery = `UPDATE verifications SET attempts = attempts + 1
  WHERE purpose = ? AND subject = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
- RETURNING id, purpose, subject, email, code_hash, attempts, exhausted, expires_at, created_at`
+ RETURNING *`
 
 // spendAndReserveQuery is spendAttemptQuery followed, when it spent an attempt, by the failure
 // reservation of reserveFailure (a counter upsert like hitQuery's, on the key lockedSQL checked),

@@ -116,7 +116,7 @@ func (s *Service) newUser(email, name string) models.User {
 // held the address and moves away meanwhile is no conflict: PostgreSQL tries the insert again.
 const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (email) DO UPDATE SET email = excluded.email
-RETURNING id, email, name, email_verified, image, created_at, updated_at, deleted_at`
+RETURNING *`
 
 // settleUser finishes what upsertUser started, given the fresh account it tried to insert and
 // the row it returned, and returns the account that signs in and whether it was created here
