@@ -18,9 +18,6 @@ const DefaultDeletionGrace = 30 * 24 * time.Hour
 // JobPurgeAccounts is the nightly task that removes accounts past their grace period.
 const JobPurgeAccounts = "auth:purge-accounts"
 
-// DeletionGrace is the configured grace period.
-func (s *Service) DeletionGrace() time.Duration { return s.deletionGrace }
-
 // pastGrace reports whether the account was deleted longer ago than the grace period: it is gone,
 // whether or not the nightly purge has run, and nothing restores it.
 func (s *Service) pastGrace(u models.User) bool { return s.pastGraceAt(u, s.now()) }

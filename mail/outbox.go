@@ -430,20 +430,6 @@ func (o *Outbox) Due(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// Stats counts the queue by status.
-func (o *Outbox) Stats(ctx context.Context) (map[string]int64, error) {
-	var rows []struct {
-		Status string
-		N      int64
-	}
-	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Select("status, count(*) AS n").Group("status").Scan(&rows).Error
-	out := map[string]int64{}
-	for _, r := range rows {
-		out[r.Status] = r.N
-	}
-	return out, err
-}
-
 // ForgetDelivered deletes, inside tx, the records of messages to the recipients that were
 // delivered or given up; messages still waiting are left to be delivered.
 func ForgetDelivered(tx *gorm.DB, recipients []string) error {

@@ -35,12 +35,6 @@ func NewSessions(svc *auth.Service, cookiePrefix string, secure bool) *Sessions 
 	return &Sessions{auth: svc, tokenCookie: name + ".session_token", dataCookie: name + ".session_data", secure: secure}
 }
 
-// TokenCookie is the name of the session token cookie.
-func (m *Sessions) TokenCookie() string { return m.tokenCookie }
-
-// DataCookie is the name of the cookie cache.
-func (m *Sessions) DataCookie() string { return m.dataCookie }
-
 // CookieSent reports whether the request carried a session cookie, which marks a browser.
 func (m *Sessions) CookieSent(c *fiber.Ctx) bool {
 	return len(c.Context().Request.Header.Cookie(m.tokenCookie)) > 0

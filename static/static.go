@@ -13,7 +13,6 @@ import (
 	"io/fs"
 	"mime"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,16 +80,6 @@ func load() map[string]*Asset {
 
 // Get returns the asset called name, or nil.
 func Get(name string) *Asset { return assets[name] }
-
-// Names lists every asset, sorted.
-func Names() []string {
-	var names []string
-	for n := range assets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
 
 // URL is the address of the asset called name, with its content hash, so that a new build is
 // fetched at once while an unchanged file stays cached for a year. It panics for an unknown

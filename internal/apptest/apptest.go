@@ -541,9 +541,6 @@ func (e *Env) Count(model any, where ...any) int64 {
 	return n
 }
 
-// String describes the env in test output.
-func (e *Env) String() string { return fmt.Sprintf("%s at %s", e.Dialect, e.URL) }
-
 // Decode unmarshals the answer's JSON body into v, failing the test when it is not JSON.
 func (r *Response) Decode(t testing.TB, v any) {
 	t.Helper()
