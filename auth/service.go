@@ -96,7 +96,7 @@ func New(opts Options) (*Service, error) {
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
 	}
-	if s.readSession, err = newSessionReader(opts.DB); err != nil {
+	if s.readSession, err = newSessionReader(opts.DB, &s.stats.sessionQueries); err != nil {
 		return nil, err
 	}
 	if s.maxFailures <= 0 {
@@ -149,10 +149,17 @@ type Stats struct {
 	FailedVerifications int64
 	// Throttled is the number of sends and verifies refused by the per-address limits.
 	Throttled int64
+	// SessionReads is the number of session checks that went to the database: those the cookie
+	// cache could not answer.
+	SessionReads int64
+	// SessionQueries is the number of queries that answered them. On PostgreSQL, reads that
+	// arrive while a query runs share the next one, so under load it is far below SessionReads.
+	SessionQueries int64
 }
 
 type counters struct {
 	codesIssued, codeComparisons, signIns, signUps, failedVerifications, throttled atomic.Int64
+	sessionReads, sessionQueries                                                   atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -164,6 +171,8 @@ func (s *Service) Stats() Stats {
 		SignUps:             s.stats.signUps.Load(),
 		FailedVerifications: s.stats.failedVerifications.Load(),
 		Throttled:           s.stats.throttled.Load(),
+		SessionReads:        s.stats.sessionReads.Load(),
+		SessionQueries:      s.stats.sessionQueries.Load(),
 	}
 }
 

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"codeauth/models"
 
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
 
@@ -132,59 +132,42 @@ func (s *Service) CookieMaxAge(st *SessionState) time.Duration {
 }
 
 // sessionQuery joins a session, found by the hash of its token through the unique index, to its
-// live user. It is the one query of every protected request that the cookie cache cannot answer.
+// live user. It is the one query of every protected request that the cookie cache cannot answer;
+// on PostgreSQL, sessionBatchQuery asks it for many requests at once.
 const sessionQuery = `SELECT s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
  s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
  FROM sessions s JOIN users u ON u.id = s.user_id
- WHERE s.token = $1 AND u.deleted_at IS NULL`
+ WHERE s.token = ? AND u.deleted_at IS NULL`
 
-// sessionReader runs sessionQuery for one token hash and scans the row into dest, or returns an
-// error matching sql.ErrNoRows. It bypasses GORM: on the hottest path, GORM's statement building,
-// reflection and rendering of the SQL for its logger cost more CPU than the database's own work.
-type sessionReader func(ctx context.Context, hash string, dest sessionDest) error
+// sessionReader reads the session of one token hash and its user, or returns sql.ErrNoRows. It
+// bypasses GORM: on the hottest path, GORM's statement building, reflection and rendering of the
+// SQL for its logger cost more CPU than the database's own work.
+type sessionReader func(ctx context.Context, hash string, sess *models.Session, user *models.User) error
 
-// sessionDest are the scan targets of sessionQuery's columns, image last.
-type sessionDest struct {
-	cols  []any
-	image **string
-}
-
-// newSessionReader picks the reader for the database. On PostgreSQL it borrows a connection of
-// GORM's pool and queries through pgx itself (its statement cache prepares the query once per
-// connection, and its scanning skips database/sql's conversions); elsewhere it uses a statement
-// prepared once through database/sql, which prepares it again on each pooled connection.
-func newSessionReader(db *gorm.DB) (sessionReader, error) {
+// newSessionReader picks the reader for the database, which counts its queries in queries. On PostgreSQL it is a batchReader, which
+// queries through pgx itself (its statement cache prepares the query once per connection, and its
+// scanning skips database/sql's conversions); elsewhere it is a statement prepared once through
+// database/sql, which prepares it again on each pooled connection.
+func newSessionReader(db *gorm.DB, queries *atomic.Int64) (sessionReader, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
 	if db.Dialector.Name() == "postgres" {
-		return func(ctx context.Context, hash string, dest sessionDest) error {
-			conn, err := sqlDB.Conn(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			return conn.Raw(func(driverConn any) error {
-				pc, ok := driverConn.(*stdlib.Conn)
-				if !ok {
-					return fmt.Errorf("auth: unexpected PostgreSQL driver %T", driverConn)
-				}
-				return pc.Conn().QueryRow(ctx, sessionQuery, hash).Scan(append(dest.cols, dest.image)...)
-			})
-		}, nil
+		return (&batchReader{db: sqlDB, queries: queries}).read, nil
 	}
-	stmt, err := sqlDB.Prepare(strings.Replace(sessionQuery, "$1", "?", 1))
+	stmt, err := sqlDB.Prepare(sessionQuery)
 	if err != nil {
 		return nil, fmt.Errorf("auth: preparing the session query: %w", err)
 	}
-	return func(ctx context.Context, hash string, dest sessionDest) error {
+	return func(ctx context.Context, hash string, sess *models.Session, user *models.User) error {
+		queries.Add(1)
 		var image sql.NullString
-		if err := stmt.QueryRowContext(ctx, hash).Scan(append(dest.cols, &image)...); err != nil {
+		if err := stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image)...); err != nil {
 			return err
 		}
 		if image.Valid {
-			*dest.image = &image.String
+			user.Image = &image.String
 		}
 		return nil
 	}, nil
@@ -193,11 +176,8 @@ func newSessionReader(db *gorm.DB) (sessionReader, error) {
 func (s *Service) loadSession(ctx context.Context, token string) (*SessionState, error) {
 	st := &SessionState{Token: token}
 	sess, user := &st.Session, &st.User
-	err := s.readSession(ctx, hashToken(token), sessionDest{
-		cols: []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
-			&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt},
-		image: &user.Image,
-	})
+	s.stats.sessionReads.Add(1)
+	err := s.readSession(ctx, hashToken(token), sess, user)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
