@@ -28,6 +28,35 @@ func BenchmarkSessionLookup(b *testing.B) {
 	}
 }
 
+// BenchmarkSessionLookupParallel is the same check from 32 goroutines at once, as 32 busy
+// connections make it. On PostgreSQL reads that arrive while a query runs share the next one;
+// reads/query reports how many a query answered.
+func BenchmarkSessionLookupParallel(b *testing.B) {
+	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+		b.Run(dialect, func(b *testing.B) {
+			e := apptest.New(b, dialect)
+			s := e.SignIn("bench@example.com")
+			q := auth.SessionQuery{Token: s.Token, FromDatabase: true, NoRefresh: true}
+			ctx := context.Background()
+			before := e.Auth.Stats()
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if st, err := e.Auth.Session(ctx, q); err != nil || st == nil {
+						b.Errorf("no session: %v", err)
+						return
+					}
+				}
+			})
+			after := e.Auth.Stats()
+			if queries := after.SessionQueries - before.SessionQueries; queries > 0 {
+				b.ReportMetric(float64(after.SessionReads-before.SessionReads)/float64(queries), "reads/query")
+			}
+		})
+	}
+}
+
 // BenchmarkVerifyCode is a right code's verification for a new address: the attempt spent and
 // the failure reserved before the constant-time comparison, then the code consumed, the account
 // created with its sign-up effects, and the session opened, in one transaction. Sending the code
