@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,12 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// sessionBatchQuery is sessionQuery for many token hashes at once, each row led by its hash.
+// sessionBatchQuery is the session query for many token hashes at once, each row led by its hash.
 // The unique index on sessions.token answers `= ANY($1)` with one index probe per hash.
-const sessionBatchQuery = `SELECT s.token, s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
- s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
- FROM sessions s JOIN users u ON u.id = s.user_id
- WHERE s.token = ANY($1) AND u.deleted_at IS NULL`
+const sessionBatchQuery = "SELECT s.token," + sessionFrom + " = ANY($1)"
 
 // Bounds of the batched session reads on PostgreSQL.
 const (
@@ -29,10 +27,17 @@ const (
 	sessionReadBatch = 64
 	// sessionReadsInFlight caps the batch queries that run at once when full batches wait.
 	sessionReadsInFlight = 8
+	// sessionReadQueue caps the reads waiting for a query. Past it, while the database does not
+	// keep up, a read fails at once instead of adding to a line that only grows. Reads whose
+	// requests stopped waiting do not count; the next query's turn drops them.
+	sessionReadQueue = 4096
 	// sessionReadTimeout bounds a batch query, which no single request's cancellation may stop
 	// because it answers several; each request still stops waiting when its own context ends.
 	sessionReadTimeout = 10 * time.Second
 )
+
+// errSessionReadsBusy means sessionReadQueue reads already wait for the database.
+var errSessionReadsBusy = errors.New("auth: too many session reads are waiting for the database")
 
 // sessionRead is one request's wait for its session row.
 type sessionRead struct {
@@ -41,6 +46,9 @@ type sessionRead struct {
 	user models.User
 	err  error // sql.ErrNoRows when the hash matches no live session
 	done chan struct{}
+	// taken means a query has it; gone, that the request stopped waiting (its context ended)
+	// before that, so no query asks for it. Both under batchReader.mu.
+	taken, gone bool
 }
 
 // batchReader answers session reads on PostgreSQL by gathering the hashes that arrive while a
@@ -55,29 +63,46 @@ type sessionRead struct {
 type batchReader struct {
 	db      *sql.DB
 	queries *atomic.Int64
+	timeout atomic.Int64 // of a batch query, in nanoseconds; sessionReadTimeout but in tests
 
 	mu       sync.Mutex
 	queue    []*sessionRead
+	waiting  int // reads in queue that are not gone
 	inFlight int
 }
 
-// read returns the session and user of hash, or sql.ErrNoRows.
+// read returns the session and user of hash; sql.ErrNoRows when there is none; or an error of
+// the database, errSessionReadsBusy, or ctx's error when ctx ends first.
 func (r *batchReader) read(ctx context.Context, hash string, sess *models.Session, user *models.User) error {
 	p := &sessionRead{hash: hash, done: make(chan struct{})}
 	r.mu.Lock()
+	if r.waiting >= sessionReadQueue {
+		r.mu.Unlock()
+		return errSessionReadsBusy
+	}
 	r.queue = append(r.queue, p)
+	r.waiting++
 	var batch []*sessionRead
-	if r.inFlight == 0 || len(r.queue) >= sessionReadBatch && r.inFlight < sessionReadsInFlight {
-		r.inFlight++
-		batch = r.take()
+	if r.inFlight == 0 || r.waiting >= sessionReadBatch && r.inFlight < sessionReadsInFlight {
+		if batch = r.take(); len(batch) > 0 {
+			r.inFlight++
+		}
 	}
 	r.mu.Unlock()
-	if batch != nil {
-		r.run(batch)
+	if len(batch) > 0 {
+		// The queries run on their own goroutine, so that this request, like every other,
+		// stops waiting when its context ends.
+		go r.run(batch)
 	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
+		r.mu.Lock()
+		if !p.taken {
+			p.gone = true
+			r.waiting--
+		}
+		r.mu.Unlock()
 		return ctx.Err()
 	}
 	if p.err != nil {
@@ -87,39 +112,56 @@ func (r *batchReader) read(ctx context.Context, hash string, sess *models.Sessio
 	return nil
 }
 
-// take removes the oldest reads, at most sessionReadBatch, from the queue. r.mu is held.
+// take removes the oldest reads, at most sessionReadBatch of those still waited for, from the
+// queue, and drops the reads no one waits for any more on the way. r.mu is held.
 func (r *batchReader) take() []*sessionRead {
-	n := min(len(r.queue), sessionReadBatch)
-	batch := make([]*sessionRead, n)
-	copy(batch, r.queue)
-	rest := copy(r.queue, r.queue[n:])
+	var batch []*sessionRead
+	i := 0
+	for ; i < len(r.queue) && len(batch) < sessionReadBatch; i++ {
+		if p := r.queue[i]; !p.gone {
+			p.taken = true
+			r.waiting--
+			batch = append(batch, p)
+		}
+	}
+	rest := copy(r.queue, r.queue[i:])
 	clear(r.queue[rest:])
 	r.queue = r.queue[:rest]
 	return batch
 }
 
-// run answers batch, then hands the reads queued meanwhile to a new goroutine, so the caller
-// returns to its own request after one query.
+// run answers batch, then the reads queued meanwhile, until none wait.
 func (r *batchReader) run(batch []*sessionRead) {
-	r.answer(batch)
-	r.mu.Lock()
-	if len(r.queue) == 0 {
-		r.inFlight--
+	for len(batch) > 0 {
+		r.answer(batch)
+		r.mu.Lock()
+		batch = r.take()
+		if len(batch) == 0 {
+			r.inFlight--
+		}
 		r.mu.Unlock()
-		return
 	}
-	next := r.take()
-	r.mu.Unlock()
-	go r.run(next)
 }
 
-// answer runs one query for batch and wakes each of its reads. The query belongs to no single
-// request, so it takes no request's context: none's cancellation stops it, and none's values
-// (its request ID, say) are attached to it.
+// answer runs one query for batch and wakes each of its reads, with an error if the query failed,
+// or even panicked: a read must never hang, nor take a failure for "no session". The query
+// belongs to no single request, so it takes no request's context: none's cancellation stops it,
+// and none's values (its request ID, say) are attached to it.
 func (r *batchReader) answer(batch []*sessionRead) {
-	ctx, cancel := context.WithTimeout(context.Background(), sessionReadTimeout)
+	var err error
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("auth: the session query panicked: %v", v)
+		}
+		for _, p := range batch {
+			if err != nil {
+				p.err = err
+			}
+			close(p.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.timeout.Load()))
 	defer cancel()
-	r.queries.Add(1)
 	byHash := make(map[string][]*sessionRead, len(batch))
 	hashes := make([]string, 0, len(batch))
 	for _, p := range batch {
@@ -129,17 +171,11 @@ func (r *batchReader) answer(batch []*sessionRead) {
 		byHash[p.hash] = append(byHash[p.hash], p)
 		p.err = sql.ErrNoRows
 	}
-	err := r.query(ctx, hashes, func(hash string, sess *models.Session, user *models.User) {
+	err = r.query(ctx, hashes, func(hash string, sess *models.Session, user *models.User) {
 		for _, p := range byHash[hash] {
 			p.sess, p.user, p.err = *sess, *user, nil
 		}
 	})
-	for _, p := range batch {
-		if err != nil {
-			p.err = err
-		}
-		close(p.done)
-	}
 }
 
 // query runs sessionBatchQuery on a connection of the pool through pgx and calls found for each
@@ -150,6 +186,7 @@ func (r *batchReader) query(ctx context.Context, hashes []string, found func(str
 		return err
 	}
 	defer conn.Close()
+	r.queries.Add(1)
 	return conn.Raw(func(driverConn any) error {
 		pc, ok := driverConn.(*stdlib.Conn)
 		if !ok {

@@ -131,53 +131,70 @@ func (s *Service) CookieMaxAge(st *SessionState) time.Duration {
 	return d
 }
 
-// sessionQuery joins a session, found by the hash of its token through the unique index, to its
-// live user. It is the one query of every protected request that the cookie cache cannot answer;
-// on PostgreSQL, sessionBatchQuery asks it for many requests at once.
-const sessionQuery = `SELECT s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
+// sessionFrom is the session query from its columns on: a session, found by the hash of its token
+// through the unique index, joined to its live user. It is the one query of every protected
+// request that the cookie cache cannot answer; sessionQuery asks it for one hash, and on
+// PostgreSQL sessionBatchQuery for many requests at once.
+const sessionFrom = ` s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
  s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
  FROM sessions s JOIN users u ON u.id = s.user_id
- WHERE s.token = ? AND u.deleted_at IS NULL`
+ WHERE u.deleted_at IS NULL AND s.token`
 
-// sessionReader reads the session of one token hash and its user, or returns sql.ErrNoRows. It
-// bypasses GORM: on the hottest path, GORM's statement building, reflection and rendering of the
-// SQL for its logger cost more CPU than the database's own work.
-type sessionReader func(ctx context.Context, hash string, sess *models.Session, user *models.User) error
+// sessionQuery is the session query for one token hash.
+const sessionQuery = "SELECT" + sessionFrom + " = ?"
 
-// newSessionReader picks the reader for the database, which counts its queries in queries. On PostgreSQL it is a batchReader, which
-// queries through pgx itself (its statement cache prepares the query once per connection, and its
-// scanning skips database/sql's conversions); elsewhere it is a statement prepared once through
-// database/sql, which prepares it again on each pooled connection.
+// sessionReader reads the session of one token hash and its user, or returns sql.ErrNoRows. Its
+// readers bypass GORM: on the hottest path, GORM's statement building, reflection and rendering
+// of the SQL for its logger cost more CPU than the database's own work.
+type sessionReader interface {
+	read(ctx context.Context, hash string, sess *models.Session, user *models.User) error
+}
+
+// newSessionReader picks the reader for the database, which counts its queries in queries. On
+// PostgreSQL it is a batchReader, which queries through pgx itself (its statement cache prepares
+// the query once per connection, and its scanning skips database/sql's conversions); elsewhere it
+// is a stmtReader.
 func newSessionReader(db *gorm.DB, queries *atomic.Int64) (sessionReader, error) {
 	sqlDB, err := db.DB()
 	if err != nil {
 		return nil, err
 	}
 	if db.Dialector.Name() == "postgres" {
-		return (&batchReader{db: sqlDB, queries: queries}).read, nil
+		r := &batchReader{db: sqlDB, queries: queries}
+		r.timeout.Store(int64(sessionReadTimeout))
+		return r, nil
 	}
 	stmt, err := sqlDB.Prepare(sessionQuery)
 	if err != nil {
 		return nil, fmt.Errorf("auth: preparing the session query: %w", err)
 	}
-	return func(ctx context.Context, hash string, sess *models.Session, user *models.User) error {
-		queries.Add(1)
-		var image sql.NullString
-		if err := stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image)...); err != nil {
-			return err
-		}
-		if image.Valid {
-			user.Image = &image.String
-		}
-		return nil
-	}, nil
+	return &stmtReader{stmt: stmt, queries: queries}, nil
+}
+
+// stmtReader runs sessionQuery as a statement prepared once through database/sql, which
+// prepares it again on each pooled connection: one query per read.
+type stmtReader struct {
+	stmt    *sql.Stmt
+	queries *atomic.Int64
+}
+
+func (r *stmtReader) read(ctx context.Context, hash string, sess *models.Session, user *models.User) error {
+	r.queries.Add(1)
+	var image sql.NullString
+	if err := r.stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image)...); err != nil {
+		return err
+	}
+	if image.Valid {
+		user.Image = &image.String
+	}
+	return nil
 }
 
 func (s *Service) loadSession(ctx context.Context, token string) (*SessionState, error) {
 	st := &SessionState{Token: token}
 	sess, user := &st.Session, &st.User
 	s.stats.sessionReads.Add(1)
-	err := s.readSession(ctx, hashToken(token), sess, user)
+	err := s.readSession.read(ctx, hashToken(token), sess, user)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
