@@ -212,10 +212,3 @@ func (r *batchReader) query(ctx context.Context, hashes []string, found func(str
 		return rows.Err()
 	})
 }
-
-// sessionColumns are the scan targets of the session query's columns after the hash and before
-// the image, which each database scans its own way.
-func sessionColumns(sess *models.Session, user *models.User) []any {
-	return []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
-		&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt}
-}

@@ -140,8 +140,15 @@ const sessionFrom = ` s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip
  FROM sessions s JOIN users u ON u.id = s.user_id
  WHERE u.deleted_at IS NULL AND s.token`
 
-// sessionQuery is the session query for one token hash.
+// sessionQuery is the session query for one token hash, as SQLite's stmtReader prepares it.
 const sessionQuery = "SELECT" + sessionFrom + " = ?"
+
+// sessionColumns are the scan targets of the session query's columns after the hash and before
+// the image, which each database scans its own way.
+func sessionColumns(sess *models.Session, user *models.User) []any {
+	return []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
+		&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt}
+}
 
 // sessionReader reads the session of one token hash and its user, or returns sql.ErrNoRows. Its
 // readers bypass GORM: on the hottest path, GORM's statement building, reflection and rendering
