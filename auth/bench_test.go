@@ -12,43 +12,50 @@ import (
 // BenchmarkSessionLookup is the session check of a protected request that the cookie cache cannot
 // answer (every bearer request): one indexed query joining the session to its live user.
 func BenchmarkSessionLookup(b *testing.B) {
-	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
-		b.Run(dialect, func(b *testing.B) {
-			e := apptest.New(b, dialect)
-			s := e.SignIn("bench@example.com")
-			q := auth.SessionQuery{Token: s.Token, FromDatabase: true, NoRefresh: true}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if st, err := e.Auth.Session(ctx, q); err != nil || st == nil {
-					b.Fatalf("no session: %v", err)
-				}
+	benchSessionChecks(b, func(b *testing.B, check func() error) {
+		for b.Loop() {
+			if err := check(); err != nil {
+				b.Fatal(err)
 			}
-		})
-	}
+		}
+	})
 }
 
 // BenchmarkSessionLookupParallel is the same check from 32 goroutines at once, as 32 busy
 // connections make it. On PostgreSQL reads that arrive while a query runs share the next one;
 // reads/query reports how many a query answered.
 func BenchmarkSessionLookupParallel(b *testing.B) {
+	benchSessionChecks(b, func(b *testing.B, check func() error) {
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := check(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+// benchSessionChecks runs loop on each database with a check of one signed-in session from the
+// database, and reports how many reads a query answered.
+func benchSessionChecks(b *testing.B, loop func(b *testing.B, check func() error)) {
 	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
 		b.Run(dialect, func(b *testing.B) {
 			e := apptest.New(b, dialect)
 			s := e.SignIn("bench@example.com")
 			q := auth.SessionQuery{Token: s.Token, FromDatabase: true, NoRefresh: true}
 			ctx := context.Background()
+			check := func() error {
+				if st, err := e.Auth.Session(ctx, q); err != nil || st == nil {
+					return fmt.Errorf("no session: %v", err)
+				}
+				return nil
+			}
 			before := e.Auth.Stats()
 			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if st, err := e.Auth.Session(ctx, q); err != nil || st == nil {
-						b.Errorf("no session: %v", err)
-						return
-					}
-				}
-			})
+			loop(b, check)
 			after := e.Auth.Stats()
 			if queries := after.SessionQueries - before.SessionQueries; queries > 0 {
 				b.ReportMetric(float64(after.SessionReads-before.SessionReads)/float64(queries), "reads/query")
