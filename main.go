@@ -40,7 +40,8 @@ const shutdownTimeout = 20 * time.Second
 // defaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets another. The
 // service's live heap is a few megabytes; without a limit the collector lets garbage grow to
 // twice it between cycles, and under full load the process passed 60 MB. With it the process
-// peaked at 55 MB (scripts/bench) for a few per cent more CPU. It is soft: a larger live heap is never refused.
+// peaked at 55 MB (scripts/bench) for a few per cent more CPU. It is soft: a larger live heap is
+// never refused.
 const defaultMemoryLimit = 40 << 20
 
 func main() {

@@ -181,12 +181,12 @@ SELECT spent.*, reserved.count AS failures, reserved.reset_at AS failures_reset_
 // row exhausted, and as ErrInvalidOTP after that (better-auth's sequence). An exhausted row is not
 // deleted: one of the comparisons reserved before the budget ran out may still be consuming it.
 func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) error {
+	db := s.db.WithContext(ctx)
 	if lockable {
-		if err := s.checkLocked(s.db.WithContext(ctx), email); err != nil {
+		if err := s.checkLocked(db, email); err != nil {
 			return err
 		}
 	}
-	db := s.db.WithContext(ctx)
 	var v models.Verification
 	err := db.Where("purpose = ? AND subject = ?", purpose, subject).Take(&v).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -24,22 +24,28 @@ func openEach(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
 			if dialect == apptest.Postgres {
 				opts = models.Options{DatabaseURL: apptest.PostgresURL(t)}
 			}
-			ctx := context.Background()
-			db, err := models.Open(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if sqlDB, err := db.DB(); err == nil {
-					sqlDB.Close()
-				}
-			})
-			if err := models.Migrate(ctx, db); err != nil {
+			db := open(t, opts)
+			if err := models.Migrate(context.Background(), db); err != nil {
 				t.Fatal(err)
 			}
 			fn(t, db)
 		})
 	}
+}
+
+// open opens the database of opts, closed when the test ends.
+func open(t *testing.T, opts models.Options) *gorm.DB {
+	t.Helper()
+	db, err := models.Open(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
 }
 
 func counter(key string) *models.AuthThrottle {
@@ -249,15 +255,7 @@ func TestPipelineCommitsWhatWaited(t *testing.T) {
 // On PostgreSQL a statement handed to Later is not sent on its own: it goes with the next one
 // that is read. An advisory lock shows, from another connection, when it was sent.
 func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
-	db, err := models.Open(context.Background(), models.Options{DatabaseURL: apptest.PostgresURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := open(t, models.Options{DatabaseURL: apptest.PostgresURL(t)})
 	const lock = 7426001
 	held := func() bool {
 		var n int64
@@ -266,7 +264,7 @@ func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
 		}
 		return n > 0
 	}
-	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+	err := models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
 		if err := models.Later(tx, "SELECT pg_advisory_xact_lock(?)", lock); err != nil {
 			return err
 		}
@@ -292,22 +290,14 @@ func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
 // On PostgreSQL a statement that fails dooms its transaction. If fn goes on and returns nil
 // anyway, the commit is refused, not reported as done.
 func TestPipelineReportsADoomedCommit(t *testing.T) {
-	db, err := models.Open(context.Background(), models.Options{DatabaseURL: apptest.PostgresURL(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := open(t, models.Options{DatabaseURL: apptest.PostgresURL(t)})
 	if err := models.Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Create(counter("kept")).Error; err != nil {
 		t.Fatal(err)
 	}
-	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+	err := models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
 		insert(tx, "g1")
 		_ = tx.Create(counter("kept")).Error // a duplicate, and its error ignored
 		insert(tx, "g2")
@@ -424,17 +414,9 @@ func TestWrittenStatementsOutsidePipelines(t *testing.T) {
 // as GORM's own statements are: the logger sees them, without their arguments.
 func TestPipelineReportsSlowRoundTrips(t *testing.T) {
 	var logs strings.Builder
-	db, err := models.Open(context.Background(), models.Options{DatabaseURL: apptest.PostgresURL(t),
+	db := open(t, models.Options{DatabaseURL: apptest.PostgresURL(t),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
-	err = models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
+	err := models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
 		_, err := models.Now(tx, "SELECT pg_sleep(0.6) WHERE ? <> ''", "secret-argument")
 		return err
 	})
