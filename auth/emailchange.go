@@ -66,31 +66,38 @@ func (s *Service) addressTaken(ctx context.Context, email string) (bool, error) 
 	return n > 0, err
 }
 
-// changeRequest runs the checks both change flows make before sending anything: a fresh session,
-// a valid new address that is not the current one, and the per-address send throttle. send is
-// false when the address belongs to another account: the caller then sends nothing and answers
-// as if it had.
-func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew string) (email string, send bool, err error) {
+// changeRequest runs the checks both change flows make before anything is stored: a fresh
+// session, a valid new address that is not the current one, and the address's send budget,
+// which sign-in codes and change codes share and which a lock by failed verifications closes
+// (catalogue #20, #91). taken reports that the address belongs to another account: the caller
+// then does the same work as for a free address but withholds the e-mail, so neither the answer
+// nor its timing tells the two apart (catalogue #88, #106; ASVS 6.3.8).
+func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew string) (email string, taken bool, err error) {
 	if err := s.requireFresh(st); err != nil {
 		return "", false, err
 	}
 	if email, err = newAddress(st.User, rawNew); err != nil {
 		return "", false, err
 	}
-	if err := s.throttleSend(s.db.WithContext(ctx), email, false); err != nil {
+	if err := s.throttleSend(s.db.WithContext(ctx), email, true); err != nil {
 		return "", false, err
 	}
-	taken, err := s.addressTaken(ctx, email)
-	return email, err == nil && !taken, err
+	taken, err = s.addressTaken(ctx, email)
+	if err != nil {
+		return "", false, fmt.Errorf("auth: looking an address up: %w", err)
+	}
+	return email, taken, nil
 }
 
 // RequestEmailChangeCode e-mails a change-email code to the new address (the app flow). The
-// session must be fresh. An address that belongs to another account gets nothing, and the caller
-// the same answer, so the request reveals nothing; the final step then fails like a wrong code.
+// session must be fresh. For an address that belongs to another account the code is stored and
+// its e-mail written but withheld, so the request reveals nothing, by its answer or its timing;
+// the final step then fails like a wrong code. Either way the new code replaces the account's
+// previous change code.
 func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, rawNew string) error {
 	user := st.User
-	email, send, err := s.changeRequest(ctx, st, rawNew)
-	if err != nil || !send {
+	email, taken, err := s.changeRequest(ctx, st, rawNew)
+	if err != nil {
 		return err
 	}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -99,7 +106,7 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 			return err
 		}
 		m, err := s.compose.ChangeEmailCode(email, code)
-		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-code:" + user.ID})
+		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-code:" + user.ID, Withhold: taken})
 	})
 	if err == nil {
 		s.outbox.Kick()
@@ -109,13 +116,15 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 
 // ChangeEmailWithCode completes the app flow: the code sent to the new address makes it the
 // account's address. Any failure, including an address taken meanwhile, is ErrInvalidOTP (or the
-// code's own expiry and attempt errors).
+// code's own expiry and attempt errors). Each comparison counts against the new address's cap of
+// failed verifications and is refused while it is locked, exactly as a sign-in guess is: a
+// change code must not be a second way to guess at an address (catalogue #20, #91).
 func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, rawNew, code string) (models.User, error) {
 	email, err := newAddress(st.User, rawNew)
 	if err != nil {
 		return models.User{}, err
 	}
-	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, false)
+	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, true)
 	if err != nil {
 		return models.User{}, err
 	}
@@ -128,14 +137,15 @@ func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, raw
 
 // RequestEmailChangeLink e-mails a confirmation link to the new address (the web flow). The
 // session must be fresh. callback is where the confirmation page goes afterwards; the caller has
-// checked it. A taken address gets nothing and the same answer.
+// checked it. For a taken address the link is stored and its e-mail written but withheld: the
+// same answer, the same work.
 func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, rawNew, callback string) error {
 	if !s.changeLinks {
 		return ErrChangeLinksDisabled
 	}
 	user := st.User
-	email, send, err := s.changeRequest(ctx, st, rawNew)
-	if err != nil || !send {
+	email, taken, err := s.changeRequest(ctx, st, rawNew)
+	if err != nil {
 		return err
 	}
 	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -148,7 +158,7 @@ func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, 
 			q.Set("callbackURL", callback)
 		}
 		m, err := s.compose.ChangeEmailLink(email, user.Email, s.compose.SiteURL+"/auth/verify-email?"+q.Encode())
-		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-link:" + user.ID})
+		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-link:" + user.ID, Withhold: taken})
 	})
 	if err == nil {
 		s.outbox.Kick()
@@ -239,6 +249,11 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 		}
 		if err := tx.Where("subject = ? AND purpose IN ?", userID, []string{PurposeChangeEmail, purposeChangeLink}).
 			Delete(&models.Verification{}).Error; err != nil {
+			return err
+		}
+		// The new address was just proved, as a sign-in proves one: its count of failed
+		// verifications starts again.
+		if err := s.clearFailures(tx, newEmail); err != nil {
 			return err
 		}
 		token, rv, err := s.issueLink(tx, purposeRestore, restoreSubject(userID, oldEmail), oldEmail, "", RestoreLinkLifetime)

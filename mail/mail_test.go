@@ -315,12 +315,12 @@ func TestOutboxStoresDraftsAndRendersThemOnDelivery(t *testing.T) {
 	if n := len(payload); n >= len(want.HTML)/3 {
 		t.Fatalf("payload of %d bytes for an e-mail of %d: the rendered e-mail was stored", n, len(want.HTML))
 	}
-	got, err := o.open(models.OutboxMessage{ID: "m1", Payload: payload})
+	got, withheld, err := o.open(models.OutboxMessage{ID: "m1", Payload: payload})
 	want.ID = "m1"
-	if err != nil || got != want {
-		t.Fatalf("delivered %+v (%v), want %+v", got, err, want)
+	if err != nil || got != want || withheld {
+		t.Fatalf("delivered %+v (%v, withheld %v), want %+v", got, err, withheld, want)
 	}
-	if _, err := o.open(models.OutboxMessage{ID: "m2", Payload: payload}); err == nil {
+	if _, _, err := o.open(models.OutboxMessage{ID: "m2", Payload: payload}); err == nil {
 		t.Fatal("a payload opened under another message's id")
 	}
 
@@ -329,7 +329,41 @@ func TestOutboxStoresDraftsAndRendersThemOnDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := o.open(models.OutboxMessage{ID: "m3", Payload: payload}); err != nil || got != old {
+	if got, _, err := o.open(models.OutboxMessage{ID: "m3", Payload: payload}); err != nil || got != old {
 		t.Fatalf("an e-mail stored rendered came out as %+v (%v), want %+v", got, err, old)
+	}
+}
+
+// A withheld draft (EnqueueOptions.Withhold) is sealed like any other, so its row cannot be told
+// from one that is sent, and opens with the mark that keeps it from the mailer.
+func TestOutboxWithheldDraftsAreSealedLikeOthers(t *testing.T) {
+	o, err := NewOutbox(nil, nil, composer, make([]byte, 32), time.Hour, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := composer.ChangeEmailCode("bob@example.com", "482913")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent, err := o.seal("m1", sealedDraft{Draft: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withheld, err := o.seal("m2", sealedDraft{Draft: d, Withheld: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := len(withheld) - len(sent); diff < 0 || diff > len(`,"Withheld":true`) {
+		t.Fatalf("a withheld payload is %d bytes, a sent one %d", len(withheld), len(sent))
+	}
+	for _, c := range []struct {
+		id      string
+		payload []byte
+		want    bool
+	}{{"m1", sent, false}, {"m2", withheld, true}} {
+		m, w, err := o.open(models.OutboxMessage{ID: c.id, Payload: c.payload})
+		if err != nil || w != c.want || m.Code != "482913" {
+			t.Fatalf("%s opened as %+v, withheld %v (%v); want withheld %v", c.id, m, w, err, c.want)
+		}
 	}
 }

@@ -105,6 +105,12 @@ type EnqueueOptions struct {
 	// Supersede, when set, drops pending messages queued with the same key: a new code replaces
 	// the old one in the queue as it does in the database.
 	Supersede string
+	// Withhold queues the message like any other but has the worker drop it where it would hand
+	// it to the mailer. A request that must not reveal which way it went (an address change to an
+	// address another account holds) then does the work of one that sends, in the request and
+	// in the worker after it, and its row cannot be told apart: the mark is inside the sealed
+	// payload.
+	Withhold bool
 }
 
 // Enqueue stores d in tx for delivery once tx commits; call Kick after the commit to deliver at
@@ -112,7 +118,7 @@ type EnqueueOptions struct {
 func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 	now := o.clock()
 	id := uuid.NewString()
-	sealed, err := o.seal(id, d)
+	sealed, err := o.seal(id, sealedDraft{Draft: d, Withheld: opts.Withhold})
 	if err != nil {
 		return err
 	}
@@ -293,12 +299,16 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	if row.ExpiresAt != nil && !o.clock().Before(*row.ExpiresAt) {
 		return outcomeAbandoned, errors.New("expired before it could be delivered")
 	}
-	m, err := o.open(row)
+	m, withheld, err := o.open(row)
 	if err != nil {
 		// No retry can change a payload: it was sealed under another AUTH_SECRET, or its draft
 		// does not fit the templates of this version. Someone has to look.
 		o.log.ErrorContext(ctx, "outbox: giving up on a message that cannot be opened or rendered", "kind", row.Kind, "id", row.ID, "error", err)
 		return outcomeAbandoned, fmt.Errorf("unreadable: %w", err)
+	}
+	if withheld {
+		// Opened and rendered like any other; only the hand-over is left out (Withhold).
+		return outcomeSent, nil
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	err = o.mailer.Send(sendCtx, m)
@@ -382,36 +392,44 @@ func (o *Outbox) seal(id string, v any) ([]byte, error) {
 	return o.aead.Seal(sealed, sealed, plain, []byte(id)), nil
 }
 
-// open decrypts a claimed message's payload and renders it.
-func (o *Outbox) open(row models.OutboxMessage) (Message, error) {
+// open decrypts a claimed message's payload and renders it; withheld reports a draft queued with
+// EnqueueOptions.Withhold.
+func (o *Outbox) open(row models.OutboxMessage) (m Message, withheld bool, err error) {
 	ns := o.aead.NonceSize()
 	if len(row.Payload) < ns+o.aead.Overhead() {
-		return Message{}, errors.New("payload too short")
+		return Message{}, false, errors.New("payload too short")
 	}
 	plain, err := o.aead.Open(nil, row.Payload[:ns], row.Payload[ns:], []byte(row.ID))
 	if err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
 	var stored storedDraft
 	if err := json.Unmarshal(plain, &stored); err != nil {
-		return Message{}, err
+		return Message{}, false, err
 	}
-	m := Message{Kind: stored.Kind, To: stored.To, Subject: stored.Subject, Text: stored.Text, HTML: stored.HTML, Code: stored.Code, Link: stored.Link}
+	m = Message{Kind: stored.Kind, To: stored.To, Subject: stored.Subject, Text: stored.Text, HTML: stored.HTML, Code: stored.Code, Link: stored.Link}
 	if stored.HTML == "" {
 		if m, err = o.compose.Render(stored.Draft); err != nil {
-			return Message{}, err
+			return Message{}, false, err
 		}
 	}
 	m.ID = row.ID
-	return m, nil
+	return m, stored.Withheld, nil
 }
 
-// storedDraft reads a payload: a Draft, or a whole Message as versions before drafts stored
-// them, which is sent as it was rendered then. The reverse does not hold: a worker of such a
-// version reads a draft as a message without subject or body, so every instance of a deployment
-// moves to drafts together.
-type storedDraft struct {
+// sealedDraft is what Enqueue seals: the draft, and whether it is withheld (omitted when not, so
+// a payload reads as a plain Draft).
+type sealedDraft struct {
 	Draft
+	Withheld bool `json:",omitempty"`
+}
+
+// storedDraft reads a payload: a sealedDraft, or a whole Message as versions before drafts
+// stored them, which is sent as it was rendered then. The reverse does not hold: a worker of
+// such a version reads a draft as a message without subject or body, so every instance of a
+// deployment moves to drafts together.
+type storedDraft struct {
+	sealedDraft
 	Subject, Text, HTML string
 }
 
