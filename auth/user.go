@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"codeauth/models"
@@ -20,9 +19,15 @@ const MaxNameLength = 100
 // maxImageURLLength bounds the profile image URL.
 const maxImageURLLength = 2048
 
-// ValidateName returns the name trimmed of surrounding spaces, or a FieldError. Control
-// characters and bidirectional overrides are refused: a name is shown to people and written to
-// logs, where they could forge lines or disguise text.
+// ValidateName returns the name trimmed of surrounding spaces, or a FieldError. A name is shown
+// to people and written to logs, so what could forge a line, disguise text or render as nothing
+// is refused: control characters, line and paragraph separators, and every invisible format
+// character (Unicode's Cf: bidirectional controls, zero-width spaces, U+FEFF, the soft hyphen,
+// U+2060-U+2064, tag characters) with the other default-ignorable code points (Hangul fillers,
+// U+034F). Two kinds are needed by real names and allowed where they do their work (names.go):
+// the zero-width joiner and non-joiner inside words of the scripts that use them and in emoji
+// sequences, and variation selectors after a visible character. A name that is not empty must
+// have at least one visible character, so no combination renders blank.
 func ValidateName(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	if !utf8.ValidString(name) {
@@ -31,10 +36,16 @@ func ValidateName(name string) (string, error) {
 	if utf8.RuneCountInString(name) > MaxNameLength {
 		return "", &FieldError{Field: "name", Reason: fmt.Sprintf("Too big: expected string to have <=%d characters", MaxNameLength)}
 	}
-	for _, r := range name {
-		if unicode.IsControl(r) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F {
-			return "", &FieldError{Field: "name", Reason: "Invalid input: control characters are not allowed"}
+	runes := []rune(name)
+	visible := false
+	for i, r := range runes {
+		if !nameRuneAllowed(runes, i) {
+			return "", &FieldError{Field: "name", Reason: "Invalid input: control and invisible characters are not allowed"}
 		}
+		visible = visible || visibleRune(r)
+	}
+	if name != "" && !visible {
+		return "", &FieldError{Field: "name", Reason: "Invalid input: expected at least one visible character"}
 	}
 	return name, nil
 }

@@ -300,7 +300,7 @@ func (h *pagesHandler) updateName(c *fiber.Ctx) error {
 	var fe *auth.FieldError
 	switch {
 	case errors.As(err, &fe):
-		a.NameError = "Use at most 100 characters, without control characters."
+		a.NameError = "Use at most 100 characters, with no control or invisible characters."
 		if !isHTMX(c) {
 			return h.accountWith(c, fiber.StatusUnprocessableEntity, a)
 		}

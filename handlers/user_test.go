@@ -70,7 +70,9 @@ func TestUpdateUser_RefusesBadInput(t *testing.T) {
 		e.Post(updateUserPath, map[string]any{"email": "mallory@example.com"}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
 		e.Post(updateUserPath, map[string]any{"name": "x", "email": "mallory@example.com"}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
 		e.Post(updateUserPath, map[string]any{}, bearer...).ExpectError(t, 400, "NO_FIELDS_TO_UPDATE")
-		for _, name := range []any{strings.Repeat("n", 101), "bad\nline", "evil\u202egnp.exe", 42, true, []string{"a"}} {
+		// Invisible characters too (ASVS 2.2.1): a name must not render blank or disguise itself.
+		for _, name := range []any{strings.Repeat("n", 101), "bad\nline", "evil\u202egnp.exe", 42, true, []string{"a"},
+			"\u200b", "Al\ufeffice", "\u00ad", "\u3164", "\u2800", "Alice\U000E0041", "\u2060\u2060"} {
 			r := e.Post(updateUserPath, map[string]any{"name": name}, bearer...)
 			r.ExpectError(t, 400, "VALIDATION_ERROR")
 			if !strings.Contains(string(r.Body), "[body.name]") {
@@ -84,6 +86,24 @@ func TestUpdateUser_RefusesBadInput(t *testing.T) {
 		e.DB.Where("id = ?", s.UserID).Take(&u)
 		if u.Email != "alice@example.com" || u.Name != "" || u.Image != nil {
 			t.Fatalf("rejected updates changed the user: %+v", u)
+		}
+	})
+}
+
+// ASVS 2.2.1: the name given at sign-up is held to the same rules, before the code is looked at:
+// a refused name spends no attempt and creates nothing.
+func TestSignIn_InvisibleNameIsRefused(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		code := e.SendCode("new@example.com")
+		for _, name := range []string{"\u200b", "\ufeff\ufeff", "\u3164", "Ada\U000E0041"} {
+			r := e.Post(signInPath, map[string]any{"email": "new@example.com", "otp": code, "name": name})
+			r.ExpectError(t, 400, "VALIDATION_ERROR")
+		}
+		if n := e.Count(&models.User{}); n != 0 {
+			t.Fatalf("%d accounts created", n)
+		}
+		if r := e.Post(signInPath, map[string]any{"email": "new@example.com", "otp": code, "name": "Ada"}); r.Status != 200 {
+			t.Fatalf("sign-in with the same code and a good name: %d %s", r.Status, r.Body)
 		}
 	})
 }
