@@ -188,6 +188,7 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 		BaseURL:        cfg.BaseURL,
 		TrustedOrigins: cfg.TrustedOrigins,
 		TrustedProxies: cfg.TrustedProxies,
+		NoProxy:        cfg.NoProxy,
 		RateStore:      rateStore,
 		CookiePrefix:   cfg.CookiePrefix,
 		Secure:         cfg.Secure,
@@ -222,6 +223,12 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 	if err != nil {
 		return err
 	}
+	if !cfg.ProxySet() && !loopbackOnly(ln.Addr()) {
+		log.Warn("AUTH_TRUSTED_PROXIES is not set and the service can be reached from other hosts: a single " +
+			"X-Forwarded-For or X-Real-IP is taken as the client's address, which is right behind one proxy that " +
+			"sets it but lets a client that connects directly choose its own rate-limit bucket; set " +
+			"AUTH_TRUSTED_PROXIES=" + config.NoProxy + " when clients connect directly, or list your proxies")
+	}
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
 	database := "sqlite " + cfg.SQLitePath()
@@ -240,6 +247,12 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 		return err
 	}
 	return nil
+}
+
+// loopbackOnly reports whether a listener accepts connections from this host only.
+func loopbackOnly(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
 }
 
 // sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres. The storage

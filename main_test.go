@@ -195,6 +195,33 @@ func TestBinary_RunsWithNothingConfigured(t *testing.T) {
 	if !strings.Contains(p.out(&p.stderr), "AUTH_SECRET is not set") {
 		t.Fatal("no warning about the generated secret")
 	}
+	// It listens on every interface with no word on proxies: it says how it reads client
+	// addresses (catalogue D35).
+	if !strings.Contains(p.out(&p.stderr), "AUTH_TRUSTED_PROXIES is not set") {
+		t.Fatal("no warning about the client-address rule")
+	}
+}
+
+// AUTH_TRUSTED_PROXIES=none (catalogue D35, ASVS 4.1.3): clients connect directly, so forwarding
+// headers are their own words: rotating X-Forwarded-For and X-Real-IP does not escape the per-IP
+// send limit, and there is no warning at start.
+func TestBinary_NoProxy(t *testing.T) {
+	p := start(t, "AUTH_TRUSTED_PROXIES=none")
+	if strings.Contains(p.out(&p.stderr), "AUTH_TRUSTED_PROXIES is not set") {
+		t.Fatal("a warning about proxies although AUTH_TRUSTED_PROXIES is set")
+	}
+	limited := 0
+	for i := 0; i < 25; i++ {
+		resp := p.post(t, "/api/auth/email-otp/send-verification-otp", fmt.Sprintf(`{"email":"n%d@example.com","type":"sign-in"}`, i),
+			"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1), "X-Real-Ip", fmt.Sprintf("198.51.100.%d", i+1))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited != 5 {
+		t.Fatalf("%d of 25 sends from one connection address refused, want 5 (20 a minute)", limited)
+	}
 }
 
 func TestBinary_RunsOnPostgres(t *testing.T) {

@@ -28,6 +28,13 @@ const MinSecretLength = 32
 // session ends one year after sign-in however active it is (OWASP ASVS 5.0 7.3.2).
 const DefaultSessionMaxAge = 365 * 24 * time.Hour
 
+// NoProxy is the AUTH_TRUSTED_PROXIES value that says clients connect directly.
+const NoProxy = "none"
+
+// ProxySet reports whether AUTH_TRUSTED_PROXIES says how clients reach the service: through the
+// listed proxies, or directly.
+func (c Config) ProxySet() bool { return c.NoProxy || len(c.TrustedProxies) > 0 }
+
 // secretFileName is the file inside the data folder that holds the generated local secret.
 const secretFileName = "auth-secret"
 
@@ -45,6 +52,9 @@ type Config struct {
 	TrustedOrigins []string
 	// TrustedProxies are the proxy addresses and networks of AUTH_TRUSTED_PROXIES.
 	TrustedProxies []netip.Prefix
+	// NoProxy is AUTH_TRUSTED_PROXIES=none: clients connect directly, so the connection's address
+	// is the client's and forwarding headers are ignored.
+	NoProxy bool
 	// EmailProviderAPIKey selects provider delivery when set (EMAIL_PROVIDER_API_KEY).
 	EmailProviderAPIKey string
 	// EmailFrom is the sender of provider e-mail (EMAIL_FROM).
@@ -150,10 +160,18 @@ func Load(lookup LookupFunc) (Config, error) {
 		cfg.TrustedOrigins = append(cfg.TrustedOrigins, origin)
 	}
 
-	for _, item := range splitList(get("AUTH_TRUSTED_PROXIES")) {
+	proxies := splitList(get("AUTH_TRUSTED_PROXIES"))
+	for _, item := range proxies {
+		if strings.EqualFold(item, NoProxy) {
+			if len(proxies) > 1 {
+				bad("AUTH_TRUSTED_PROXIES", "%q stands alone: it says no proxy is in front, so it cannot come with proxies", item)
+			}
+			cfg.NoProxy = true
+			continue
+		}
 		prefix, err := parseProxy(item)
 		if err != nil {
-			bad("AUTH_TRUSTED_PROXIES", "%q is not an IP address or CIDR network", item)
+			bad("AUTH_TRUSTED_PROXIES", "%q is not an IP address or CIDR network (or %q for none)", item, NoProxy)
 			continue
 		}
 		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)

@@ -77,8 +77,29 @@ func TestLoad_Values(t *testing.T) {
 	if got := strings.Join(proxies, " "); got != "10.0.0.0/8 192.168.1.7/32 172.16.0.1/32 2001:db8::/32" {
 		t.Fatalf("trusted proxies: %q", got)
 	}
+	if cfg.NoProxy || !cfg.ProxySet() {
+		t.Fatalf("proxies listed: NoProxy %v, ProxySet %v", cfg.NoProxy, cfg.ProxySet())
+	}
 	if d, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "AUTH_SESSION_MAX_AGE": "720h", "PORT": "4000"})); err != nil || d.SessionMaxAge != 720*time.Hour || d.BaseURL != "http://localhost:4000" {
 		t.Fatalf("duration form: %+v %v", d, err)
+	} else if d.ProxySet() {
+		t.Fatal("no AUTH_TRUSTED_PROXIES, yet a proxy setting")
+	}
+}
+
+// AUTH_TRUSTED_PROXIES=none says clients connect directly (catalogue D35); it cannot be mixed
+// with proxies.
+func TestLoad_NoProxy(t *testing.T) {
+	for _, v := range []string{"none", " NONE ", "None,"} {
+		cfg, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "AUTH_TRUSTED_PROXIES": v}))
+		if err != nil || !cfg.NoProxy || len(cfg.TrustedProxies) != 0 || !cfg.ProxySet() {
+			t.Fatalf("%q: %+v, %v", v, cfg, err)
+		}
+	}
+	for _, v := range []string{"none, 10.0.0.0/8", "10.0.0.1,none", "nobody"} {
+		if _, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "AUTH_TRUSTED_PROXIES": v})); err == nil || !strings.Contains(err.Error(), "AUTH_TRUSTED_PROXIES") {
+			t.Fatalf("%q: %v, want an error naming the variable", v, err)
+		}
 	}
 }
 

@@ -31,6 +31,9 @@ type Deps struct {
 	// TrustedOrigins and TrustedProxies come from AUTH_TRUSTED_ORIGINS and AUTH_TRUSTED_PROXIES.
 	TrustedOrigins []string
 	TrustedProxies []netip.Prefix
+	// NoProxy is AUTH_TRUSTED_PROXIES=none: clients connect directly, and the connection's address
+	// is theirs whatever the forwarding headers say.
+	NoProxy bool
 	// RateStore holds the per-IP counters; nil means a bounded in-memory store.
 	RateStore middleware.RateStore
 	// Now is the clock of the per-IP windows; nil means time.Now.
@@ -71,7 +74,7 @@ func NewApp(d Deps) *fiber.App {
 	})
 
 	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
-	ips := middleware.NewIPResolver(d.TrustedProxies, log)
+	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
 	origins := middleware.NewOrigins(d.BaseURL, d.TrustedOrigins)
 	store := d.RateStore
 	if store == nil {

@@ -26,6 +26,9 @@ const clientAddrKey = "codeauth.client"
 // request has no client address (it is not guessed from a header the client may have written),
 // unless x-real-ip names the chain's last hop, the one the nearest proxy appended.
 //
+// With no proxy in front (AUTH_TRUSTED_PROXIES=none): the connection's peer is the client, and
+// the forwarding headers, which only the client could have written, are ignored.
+//
 // With trusted proxies (AUTH_TRUSTED_PROXIES): a peer outside them is the client itself and its
 // headers are ignored. Behind a trusted peer, the x-forwarded-for chain is walked from the right
 // past trusted hops and the first untrusted hop is the client; a malformed hop makes the address
@@ -34,13 +37,15 @@ const clientAddrKey = "codeauth.client"
 // IPv4-mapped IPv6 addresses are IPv4. Rate limits group IPv6 addresses by /64 (RateKey).
 type IPResolver struct {
 	trusted []netip.Prefix
+	direct  bool
 	log     *slog.Logger
 	warn    sync.Once
 }
 
-// NewIPResolver returns a resolver that trusts the given proxy networks.
-func NewIPResolver(trusted []netip.Prefix, log *slog.Logger) *IPResolver {
-	return &IPResolver{trusted: trusted, log: log}
+// NewIPResolver returns a resolver that trusts the given proxy networks, or, with direct, takes
+// every connection's peer as the client.
+func NewIPResolver(trusted []netip.Prefix, direct bool, log *slog.Logger) *IPResolver {
+	return &IPResolver{trusted: trusted, direct: direct, log: log}
 }
 
 // Handler resolves the address of each request once and keeps it for ClientIP and RateKey.
@@ -64,6 +69,9 @@ func (r *IPResolver) resolve(c *fiber.Ctx) (netip.Addr, bool) {
 	peer, peerOK := netip.AddrFromSlice(c.Context().RemoteIP())
 	peer = peer.Unmap()
 
+	if r.direct {
+		return peer, peerOK
+	}
 	if len(r.trusted) > 0 {
 		if !peerOK || !r.isTrusted(peer) {
 			return peer, peerOK

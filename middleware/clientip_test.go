@@ -15,11 +15,17 @@ import (
 // with the given header pairs. app.Test connects from 0.0.0.0.
 func resolveWith(t *testing.T, trusted []string, header ...string) (ip, key string) {
 	t.Helper()
+	return resolve(t, trusted, false, header...)
+}
+
+// resolve is resolveWith, with direct as AUTH_TRUSTED_PROXIES=none.
+func resolve(t *testing.T, trusted []string, direct bool, header ...string) (ip, key string) {
+	t.Helper()
 	var prefixes []netip.Prefix
 	for _, p := range trusted {
 		prefixes = append(prefixes, netip.MustParsePrefix(p))
 	}
-	r := NewIPResolver(prefixes, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := NewIPResolver(prefixes, direct, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	app := fiber.New(fiber.Config{ReadBufferSize: 16384})
 	app.Use(r.Handler())
 	app.Get("/", func(c *fiber.Ctx) error {
@@ -101,6 +107,23 @@ func TestClientIP_WithTrustedProxies(t *testing.T) {
 	}
 }
 
+// Catalogue D35, ASVS 4.1.3: with AUTH_TRUSTED_PROXIES=none clients connect directly, so every
+// forwarding header is the client's own words and the connection's address is the client's.
+func TestClientIP_NoProxy(t *testing.T) {
+	for _, header := range [][]string{
+		nil,
+		{"X-Forwarded-For", "203.0.113.7"},
+		{"X-Real-Ip", "203.0.113.9"},
+		{"X-Forwarded-For", "198.51.100.1, 203.0.113.7", "X-Real-Ip", "203.0.113.7"},
+		{"X-Forwarded-For", "unknown"},
+		{"Forwarded", "for=203.0.113.7"},
+	} {
+		if ip, key := resolve(t, nil, true, header...); ip != "0.0.0.0" || key != "0.0.0.0" {
+			t.Errorf("%q: got %q/%q, want the peer 0.0.0.0", header, ip, key)
+		}
+	}
+}
+
 // FuzzClientIP checks that no header value crashes the resolver, and that an address it resolves
 // is a valid, unmapped, zone-free IP (catalogue R13).
 func FuzzClientIP(f *testing.F) {
@@ -108,7 +131,7 @@ func FuzzClientIP(f *testing.F) {
 		f.Add(s, "10.0.0.1")
 	}
 	app := fiber.New()
-	r := NewIPResolver([]netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := NewIPResolver([]netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")}, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	app.Use(r.Handler())
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString(ClientIP(c)) })
 	f.Fuzz(func(t *testing.T, xff, realIP string) {
