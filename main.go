@@ -170,13 +170,9 @@ func openDatabase(ctx context.Context, cfg config.Config, log *slog.Logger) (*go
 }
 
 func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Service, log *slog.Logger) error {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return err
-	}
 	var rateStore middleware.RateStore
 	if cfg.RateLimitStore == "postgres" {
-		kv, err := sharedStorage(cfg.DatabaseURL)
+		kv, err := sharedStorage(ctx, cfg.DatabaseURL)
 		if err != nil {
 			return err
 		}
@@ -193,7 +189,7 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 		CookiePrefix:   cfg.CookiePrefix,
 		Secure:         cfg.Secure,
 		SiteName:       cfg.SiteName,
-		Ready:          sqlDB.PingContext,
+		Ready:          func(ctx context.Context) error { return models.Ready(ctx, db) },
 		Logger:         log,
 	})
 	if cfg.PprofAddr != "" {
@@ -255,13 +251,19 @@ func loopbackOnly(addr net.Addr) bool {
 	return ok && a.IP.IsLoopback()
 }
 
-// sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres. The storage
-// package panics when it cannot connect; that becomes an error here.
-func sharedStorage(databaseURL string) (kv *pgstorage.Storage, err error) {
+// sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres, on a pool with
+// the service's connection policy (models.OpenPool). The storage package panics when it cannot
+// connect; that becomes an error here.
+func sharedStorage(ctx context.Context, databaseURL string) (kv *pgstorage.Storage, err error) {
+	pool, err := models.OpenPool(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("RATE_LIMIT_STORE=postgres: %w", err)
+	}
 	defer func() {
 		if r := recover(); r != nil {
+			pool.Close()
 			err = fmt.Errorf("RATE_LIMIT_STORE=postgres: %v", r)
 		}
 	}()
-	return pgstorage.New(pgstorage.Config{ConnectionURI: databaseURL, Table: "rate_limit", GCInterval: time.Minute}), nil
+	return pgstorage.NewWithContext(ctx, pgstorage.Config{DB: pool, Table: "rate_limit", GCInterval: time.Minute}), nil
 }

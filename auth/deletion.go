@@ -48,7 +48,7 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 		// from the session it ended.
 		var user models.User
 		if err := models.ForUpdate(tx).Where("id = ?", userID).Take(&user).Error; err != nil {
-			return ErrUserNotFound
+			return notFoundAs(err, ErrUserNotFound, "locking an account")
 		}
 		var live int64
 		if err := tx.Model(&models.Session{}).Where("id = ? AND user_id = ?", st.Session.ID, userID).Count(&live).Error; err != nil {

@@ -190,7 +190,7 @@ func (s *Service) checkChangeLink(ctx context.Context, token string) (*models.Ve
 	}
 	var user models.User
 	if err := s.db.WithContext(ctx).Where("id = ?", v.Subject).Take(&user).Error; err != nil {
-		return nil, models.User{}, ErrInvalidToken
+		return nil, models.User{}, notFoundAs(err, ErrInvalidToken, "reading an account")
 	}
 	// The link is bound to the address the account had when it was asked for.
 	if !sameHash(v.CodeHash, s.keys.codeHash(purposeChangeLink, v.Subject, v.Email+"\x00"+user.Email, secret)) {
@@ -306,7 +306,7 @@ func (s *Service) checkRestoreLink(ctx context.Context, token string) (*models.V
 	// person who took it over did next.
 	var user models.User
 	if err := s.db.WithContext(ctx).Unscoped().Where("id = ?", userID).Take(&user).Error; err != nil {
-		return nil, models.User{}, ErrInvalidToken
+		return nil, models.User{}, notFoundAs(err, ErrInvalidToken, "reading an account")
 	}
 	if s.pastGrace(user) {
 		return nil, models.User{}, ErrInvalidToken
@@ -330,7 +330,7 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 		// The account row first, locked and read again, then the link: the order of every
 		// transaction that touches both, and what the account is now, not when the page opened.
 		if err := models.ForUpdate(tx.Unscoped()).Where("id = ?", user.ID).Take(&user).Error; err != nil {
-			return ErrInvalidToken
+			return notFoundAs(err, ErrInvalidToken, "locking an account")
 		}
 		if s.pastGrace(user) {
 			return ErrInvalidToken

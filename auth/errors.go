@@ -6,6 +6,8 @@ package auth
 import (
 	"errors"
 	"fmt"
+
+	"gorm.io/gorm"
 )
 
 // Errors returned by the service. Callers compare with errors.Is.
@@ -30,3 +32,13 @@ type FieldError struct {
 
 // Error describes the rejected field.
 func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason) }
+
+// notFoundAs is notFound when err says the row does not exist; any other failure (the database
+// being unavailable, say) is wrapped with what was being done, so it is answered as what it is
+// and never passed off as a refusal of the request.
+func notFoundAs(err, notFound error, doing string) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return notFound
+	}
+	return fmt.Errorf("auth: %s: %w", doing, err)
+}

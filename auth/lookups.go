@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -36,8 +35,9 @@ const (
 	sessionReadTimeout = 10 * time.Second
 )
 
-// errSessionReadsBusy means sessionReadQueue reads already wait for the database.
-var errSessionReadsBusy = errors.New("auth: too many session reads are waiting for the database")
+// errSessionReadsBusy means sessionReadQueue reads already wait for the database: it does not
+// keep up, which is its unavailability for the moment (503, not 500).
+var errSessionReadsBusy = fmt.Errorf("auth: too many session reads are waiting for the database: %w", models.ErrUnavailable)
 
 // sessionRead is one request's wait for its session row.
 type sessionRead struct {

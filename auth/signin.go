@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"codeauth/mail"
 	"codeauth/models"
@@ -27,6 +28,15 @@ type SignInResult struct {
 	Created bool
 }
 
+// ErrSignInUnconfirmed means the database broke off before it confirmed a sign-in's commit and
+// could not be asked afterwards whether it had committed: the code may have been used, so the
+// person should ask for a new one rather than try it again.
+var ErrSignInUnconfirmed = errors.New("auth: the sign-in could not be confirmed")
+
+// confirmTimeout bounds the look, after a commit that was not acknowledged, at whether it
+// committed: the request is already waiting on a broken connection.
+const confirmTimeout = 3 * time.Second
+
 // SignIn verifies a sign-in code and opens a session. An address without an account gets one
 // here, and nowhere else: an account exists only once someone has proved they read its mailbox.
 // Past the cap of consecutive failed verifications for the address, it fails with a
@@ -35,7 +45,9 @@ type SignInResult struct {
 // Consuming the code, creating the account with its UserData and linking earlier purchases, and
 // creating the session happen in one transaction; if it fails, the code stays usable. The welcome
 // e-mail is queued in that transaction and delivered after the commit; a failed delivery does not
-// undo the sign-up.
+// undo the sign-up. When the connection breaks after the COMMIT was sent, the session it stored
+// tells whether the sign-in happened: if it is there, the sign-in succeeds as if nothing had
+// gone wrong (the token is still in hand); if it cannot be found out, ErrSignInUnconfirmed.
 func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, error) {
 	email, err := NormalizeEmail(in.Email)
 	if err != nil {
@@ -91,6 +103,9 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		res = SignInResult{SessionState: SessionState{Session: sess, User: user, Token: token}, Created: created}
 		return nil
 	})
+	if errors.Is(err, models.ErrCommitUnknown) {
+		err = s.confirmCommit(ctx, res.Session.ID, err)
+	}
 	if err != nil {
 		s.stats.failedVerifications.Add(1)
 		return nil, err
@@ -102,6 +117,21 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		s.outbox.Kick()
 	}
 	return &res, nil
+}
+
+// confirmCommit settles a sign-in whose commit was not acknowledged (unknown, the error): it
+// committed exactly when its session exists. A session that is not there is no proof of a
+// rollback (the server may still be running the COMMIT it received), so that, like a failed
+// look, is ErrSignInUnconfirmed.
+func (s *Service) confirmCommit(ctx context.Context, sessionID string, unknown error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+	defer cancel()
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&models.Session{}).Where("id = ?", sessionID).Count(&n).Error; err == nil && n == 1 {
+		s.log.WarnContext(ctx, "a sign-in's commit was not acknowledged, and was found committed", "error", unknown)
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrSignInUnconfirmed, unknown)
 }
 
 // newUser is the account a first verification of email creates.

@@ -9,6 +9,7 @@ import (
 
 	"codeauth/auth"
 	"codeauth/middleware"
+	"codeauth/models"
 	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
@@ -43,6 +44,7 @@ var (
 	errContentTypeRequired  = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
 	errContentEncoding      = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Encoding is not supported: send the body uncompressed")
 	errInternal             = newAPIError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
+	errUnavailable          = newAPIError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable")
 	errUnknownUser          = errUnauthorized
 	domainErrors            = map[error]*apiError{
 		auth.ErrInvalidEmail:        newAPIError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
@@ -57,6 +59,7 @@ var (
 		auth.ErrUserNotFound:        errUnknownUser,
 		auth.ErrSessionNotFresh:     newAPIError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
 		auth.ErrRateLimited:         newAPIError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
+		auth.ErrSignInUnconfirmed:   newAPIError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable. The sign-in may not have completed: request a new code and try again."),
 	}
 	// fiberErrors are the router's and the HTTP server's own failures.
 	fiberErrors = map[int]*apiError{
@@ -102,8 +105,15 @@ func toAPIError(err error) (*apiError, bool) {
 			return newAPIError(fiberErr.Code, "BAD_REQUEST", fiberErr.Message), true
 		}
 	}
+	if models.Unavailable(err) {
+		return errUnavailable, true
+	}
 	return errInternal, false
 }
+
+// unavailableRetryAfter is the Retry-After of a 503: about as long as a database restart or a
+// failover takes to begin answering again.
+const unavailableRetryAfter = "5"
 
 // ErrorHandler writes the answer for an error returned by a handler or raised by the server:
 // JSON under /api (and for the probes), an error page elsewhere, and for htmx requests a notice
@@ -112,8 +122,12 @@ func toAPIError(err error) (*apiError, bool) {
 func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := toAPIError(err)
-		if !known {
+		switch {
+		case !known:
 			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(), "path", c.Path(), "error", err)
+		case answer.Status == fiber.StatusServiceUnavailable:
+			log.WarnContext(c.UserContext(), "database unavailable", "method", c.Method(), "path", c.Path(), "error", err)
+			c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
 		}
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		var limited *auth.RateLimitError
@@ -154,7 +168,9 @@ func pageMessage(answer *apiError, limited *auth.RateLimitError) string {
 		return "Too many requests. Please try again later."
 	case fiber.StatusRequestEntityTooLarge:
 		return "That was more than this form accepts."
-	case fiber.StatusInternalServerError, fiber.StatusServiceUnavailable:
+	case fiber.StatusServiceUnavailable:
+		return "The service is briefly unavailable. Please try again in a moment."
+	case fiber.StatusInternalServerError:
 		return "Something went wrong on our side. Please try again."
 	}
 	return answer.Message

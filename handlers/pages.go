@@ -201,6 +201,9 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 			e.Error = "Too many wrong codes. Send a new code."
 		case errors.Is(err, auth.ErrInvalidEmail):
 			e.Step, e.Error = views.StepEmail, "Enter a valid e-mail address, such as name@example.com."
+		case errors.Is(err, auth.ErrSignInUnconfirmed):
+			e.Error = "The service was briefly unavailable, so we could not confirm your sign-in. Send a new code and try again."
+			return h.renderEntry(c, fiber.StatusServiceUnavailable, e)
 		case errors.As(err, &limited):
 			e.Error = "Too many attempts. " + retryText(limited)
 			return h.renderEntry(c, fiber.StatusTooManyRequests, e)

@@ -7,9 +7,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -28,11 +33,64 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Connections to PostgreSQL are renewed now and then, in both pools (GORM's database/sql pool and
+// the pgx pool of the shared rate-limit store): a connection opened while the server was
+// read-only, or before a failover, would otherwise keep its state for as long as it lived. A
+// connection that reports such a state is dropped at once (dropBrokenConnection).
+const (
+	// ConnMaxLifetime is how long a connection is used at most.
+	ConnMaxLifetime = 10 * time.Minute
+	// ConnMaxIdleTime is how long an unused connection is kept.
+	ConnMaxIdleTime = 5 * time.Minute
+)
+
+// dropBrokenConnection is pgx's OnPgError: it closes (returns false for) a connection whose
+// error says the connection itself is no good any more, so the pool opens a new one instead of
+// handing it out again. pgx's own default closes on FATAL only; a read-only transaction (25006)
+// is added, because a connection that began while the server was read-only (a standby, or
+// default_transaction_read_only set for the database or role) stays read-only after the server
+// is writable again, and would fail every write until it aged out.
+func dropBrokenConnection(_ *pgconn.PgConn, err *pgconn.PgError) bool {
+	switch {
+	case strings.EqualFold(err.Severity, "FATAL"), strings.EqualFold(err.Severity, "PANIC"), err.Code == "25006":
+		return false
+	}
+	return true
+}
+
+// pgxConfig reads a postgres:// URL (or key=value DSN) into pgx's configuration, with the
+// connection policy above.
+func pgxConfig(databaseURL string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("reading the database URL: %w", err)
+	}
+	cfg.OnPgError = dropBrokenConnection
+	return cfg, nil
+}
+
+// OpenPool opens a pgx pool on databaseURL with the same connection policy as Open (for the
+// shared per-IP rate-limit store).
+func OpenPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("reading the database URL: %w", err)
+	}
+	cfg.ConnConfig.OnPgError = dropBrokenConnection
+	cfg.MaxConnLifetime = ConnMaxLifetime
+	cfg.MaxConnIdleTime = ConnMaxIdleTime
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
 // Open connects to the database chosen by opts and checks that it answers.
 func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 	var dialector gorm.Dialector
 	if opts.DatabaseURL != "" {
-		dialector = postgres.New(postgres.Config{DSN: opts.DatabaseURL})
+		cfg, err := pgxConfig(opts.DatabaseURL)
+		if err != nil {
+			return nil, err
+		}
+		dialector = postgres.New(postgres.Config{Conn: stdlib.OpenDB(*cfg)})
 	} else {
 		if err := os.MkdirAll(filepath.Dir(opts.SQLitePath), 0o700); err != nil {
 			return nil, fmt.Errorf("creating the data folder: %w", err)
@@ -66,7 +124,8 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 	} else {
 		sqlDB.SetMaxOpenConns(32)
 		sqlDB.SetMaxIdleConns(32)
-		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+		sqlDB.SetConnMaxLifetime(ConnMaxLifetime)
+		sqlDB.SetConnMaxIdleTime(ConnMaxIdleTime)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -181,4 +240,21 @@ func (l *gormLogger) Trace(ctx context.Context, begin time.Time, fc func() (stri
 	if elapsed := time.Since(begin); elapsed > l.slow {
 		l.log.WarnContext(ctx, "slow query", "elapsed", elapsed)
 	}
+}
+
+// readyProbe is a write that changes nothing: both databases refuse it where they refuse writes
+// (PostgreSQL in a read-only transaction or on a standby, before looking at a row; SQLite when
+// the file or the connection is read-only), and otherwise it touches no row, so it writes no
+// WAL and takes no transaction id.
+const readyProbe = "UPDATE auth_throttle SET count = count WHERE 1 = 0"
+
+// Ready reports whether the database can take writes now, without writing anything. A ping alone
+// passes while a read-only server fails every write.
+func Ready(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	_, err = sqlDB.ExecContext(ctx, readyProbe)
+	return err
 }

@@ -51,6 +51,8 @@ type pipelineKey struct{}
 
 // Transaction runs fn in a transaction, committed when fn returns nil and rolled back otherwise
 // (or when fn panics). fn must use only the tx it is given, and must not start a transaction in it.
+// On PostgreSQL, when the connection breaks after the COMMIT was sent, the error is
+// ErrCommitUnknown: the transaction may have committed.
 func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
 	if db.Dialector.Name() != "postgres" {
 		return db.WithContext(ctx).Transaction(fn)
@@ -379,9 +381,28 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 		return results.Close()
 	})
 	if err != nil {
+		if waiting[len(waiting)-1].sql == "COMMIT" && commitMayHaveRun(err) {
+			return pgconn.CommandTag{}, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+		}
 		return pgconn.CommandTag{}, p.translate(err)
 	}
 	return last, nil
+}
+
+// commitMayHaveRun reports whether a round trip that ended with COMMIT failed in a way that
+// leaves open whether the server committed: the connection broke after the statements were
+// sent (the answer to the COMMIT may be what was lost), or the server ended the session (a
+// FATAL error). An ERROR from a statement aborts the transaction, so the COMMIT cannot have run;
+// nor can it when nothing was sent.
+func commitMayHaveRun(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.EqualFold(pgErr.Severity, "FATAL") || strings.EqualFold(pgErr.Severity, "PANIC")
+	}
+	return true
 }
 
 // receive reads the result of the statement st of a batch, scanning its rows if it asks to.

@@ -99,6 +99,8 @@ type Settings struct {
 	DeletionGrace          time.Duration
 	// Provider, when set, receives the e-mail instead of the memory mailbox.
 	Provider mail.Mailer
+	// DatabaseURL, when set, rewrites the PostgreSQL URL before it is opened.
+	DatabaseURL func(string) string
 }
 
 // Option changes Settings.
@@ -140,6 +142,18 @@ func WithoutEmailChangeLinks() Option { return func(s *Settings) { s.NoEmailChan
 // WithDeletionGrace sets AUTH_DELETION_GRACE.
 func WithDeletionGrace(d time.Duration) Option { return func(s *Settings) { s.DeletionGrace = d } }
 
+// WithDatabaseURL has New open PostgreSQL at rewrite's answer for the test's own URL: through a
+// DBProxy, or as a role of the test's own (PostgresRole).
+func WithDatabaseURL(rewrite func(string) string) Option {
+	return func(s *Settings) {
+		if prev := s.DatabaseURL; prev != nil {
+			s.DatabaseURL = func(u string) string { return rewrite(prev(u)) }
+			return
+		}
+		s.DatabaseURL = rewrite
+	}
+}
+
 // WithProvider delivers e-mail through m (a provider client) instead of the memory mailbox.
 func WithProvider(m mail.Mailer) Option { return func(s *Settings) { s.Provider = m } }
 
@@ -169,6 +183,13 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 		dbOpts.SQLitePath = filepath.Join(t.TempDir(), "auth.db")
 	case Postgres:
 		dbOpts.DatabaseURL = PostgresURL(t)
+		var settings Settings
+		for _, o := range opts {
+			o(&settings)
+		}
+		if settings.DatabaseURL != nil {
+			dbOpts.DatabaseURL = settings.DatabaseURL(dbOpts.DatabaseURL)
+		}
 	default:
 		t.Fatalf("unknown dialect %q", dialect)
 	}
@@ -245,11 +266,10 @@ func (e *Env) start(opts []Option) {
 		stopWorker()
 		<-workerDone
 	})
-	sqlDB, _ := e.DB.DB()
 	app := handlers.NewApp(handlers.Deps{
 		Auth: svc, BaseURL: e.URL, TrustedOrigins: settings.TrustedOrigins, TrustedProxies: settings.TrustedProxies,
 		RateStore: settings.RateStore, Now: e.Clock.Now,
-		CookiePrefix: settings.CookiePrefix, Secure: settings.Secure, SiteName: "Codeauth Test", Ready: sqlDB.PingContext, Logger: log,
+		CookiePrefix: settings.CookiePrefix, Secure: settings.Secure, SiteName: "Codeauth Test", Ready: func(ctx context.Context) error { return models.Ready(ctx, e.DB) }, Logger: log,
 	})
 	go app.Listener(ln)
 	transport := &http.Transport{MaxIdleConnsPerHost: 64}
@@ -273,9 +293,8 @@ var (
 	adminErr  error
 )
 
-// PostgresURL creates a schema of its own for one test in the TEST_DATABASE_URL database and
-// returns a URL whose connections use it. The schema is dropped when the test ends.
-func PostgresURL(t testing.TB) string {
+// postgresBase is TEST_DATABASE_URL. Without it the test is skipped, or fails under CI=true.
+func postgresBase(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("TEST_DATABASE_URL")
 	if base == "" {
@@ -284,19 +303,36 @@ func PostgresURL(t testing.TB) string {
 		}
 		t.Skip("TEST_DATABASE_URL is not set; run scripts/test to include PostgreSQL")
 	}
+	return base
+}
+
+// Admin is a connection to the TEST_DATABASE_URL database as its own user, for what a test does
+// to the server around the service: schemas, roles, ending backends.
+func Admin(t testing.TB) *gorm.DB {
+	t.Helper()
+	base := postgresBase(t)
 	adminOnce.Do(func() {
 		adminDB, adminErr = gorm.Open(postgres.Open(base), &gorm.Config{Logger: logger.Discard})
 	})
 	if adminErr != nil {
 		t.Fatalf("TEST_DATABASE_URL: %v", adminErr)
 	}
+	return adminDB
+}
+
+// PostgresURL creates a schema of its own for one test in the TEST_DATABASE_URL database and
+// returns a URL whose connections use it. The schema is dropped when the test ends.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	base := postgresBase(t)
+	admin := Admin(t)
 	b := make([]byte, 6)
 	rand.Read(b)
 	schema := "t_" + hex.EncodeToString(b)
-	if err := adminDB.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 		t.Fatalf("creating schema: %v", err)
 	}
-	t.Cleanup(func() { adminDB.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("TEST_DATABASE_URL: %v", err)

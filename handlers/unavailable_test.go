@@ -1,0 +1,250 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"codeauth/internal/apptest"
+	"codeauth/models"
+)
+
+// expectUnavailable fails the test unless r is the 503 of a database that cannot serve: the
+// fixed JSON body, Retry-After, and nothing of the cause.
+func expectUnavailable(t *testing.T, r *apptest.Response) {
+	t.Helper()
+	r.ExpectError(t, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
+	if string(r.Body) != `{"message":"Service temporarily unavailable","code":"SERVICE_UNAVAILABLE"}` {
+		t.Fatalf("503 body %s", r.Body)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("a 503 without Retry-After")
+	}
+}
+
+// unavailableRound sends one of each kind of request that needs the database, while it is down,
+// and checks each is a 503 (JSON under /api, the friendly page elsewhere), never a 500.
+func unavailableRound(t *testing.T, e *apptest.Env, s apptest.Session) {
+	t.Helper()
+	expectUnavailable(t, e.Post(sendPath, map[string]any{"email": "bob@example.com", "type": "sign-in"}))
+	expectUnavailable(t, signIn(e, "bob@example.com", "123456"))
+	expectUnavailable(t, getSession(e, nil, bearer(s)...))
+	// A cookie without its cache needs the database; with the cache it is answered without it.
+	expectUnavailable(t, getSession(e, []*http.Cookie{{Name: s.TokenCookie.Name, Value: s.TokenCookie.Value}}))
+	expectSession(t, getSession(e, s.Cookies()), s.UserID)
+	expectUnavailable(t, e.Post(updateUserPath, map[string]any{"name": "Alice"}, bearer(s)...))
+	if r := e.Get("/readyz"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz with the database down: %d %s", r.Status, r.Body)
+	}
+	// A page says so in words, with the same status; htmx gets the words in the alert region.
+	page := e.Do(apptest.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
+		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}}})
+	if page.Status != http.StatusServiceUnavailable || !strings.Contains(string(page.Body), "try again in a moment") ||
+		page.Header.Get("Retry-After") == "" {
+		t.Fatalf("page with the database down: %d, Retry-After %q\n%s", page.Status, page.Header.Get("Retry-After"), page.Body)
+	}
+	htmx := e.Do(apptest.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
+		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Hx-Request": {"true"}}})
+	if htmx.Status != http.StatusServiceUnavailable || !strings.Contains(string(htmx.Body), "try again in a moment") {
+		t.Fatalf("htmx with the database down: %d\n%s", htmx.Status, htmx.Body)
+	}
+}
+
+// Catalogue R1, #107 (ASVS 16.5.1, 16.5.3): with PostgreSQL unreachable (connections cut, new ones
+// refused, as when the server stops or its postmaster is killed), every request that needs it is
+// a 503 with Retry-After, the pages a friendly page with the same status, readiness fails; when the
+// server is back, everything works again.
+func TestDatabaseDown_ServiceUnavailable(t *testing.T) {
+	proxy := apptest.NewDBProxy(t)
+	e := apptest.New(t, apptest.Postgres, apptest.WithDatabaseURL(proxy.Rewrite))
+	s := e.SignIn("alice@example.com")
+
+	proxy.Down()
+	unavailableRound(t, e, s)
+	if strings.Contains(e.Logs.String(), "level=ERROR msg=\"request failed\"") {
+		t.Fatal("an unavailable database was logged as an unexpected failure")
+	}
+
+	proxy.Up()
+	if r := e.Get("/readyz"); r.Status != 200 {
+		t.Fatalf("readyz after the database came back: %d", r.Status)
+	}
+	e.Clock.Advance(time.Minute) // past the lease of an e-mail whose delivery was cut off
+	expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
+	e.SignIn("bob@example.com")
+}
+
+// The embedded database unavailable: its pool closed, as while the process stops. Every request
+// that needs it is a 503, not a 500.
+func TestDatabaseClosed_ServiceUnavailable(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s := e.SignIn("alice@example.com")
+		sqlDB, _ := e.DB.DB()
+		sqlDB.Close()
+		unavailableRound(t, e, s)
+	})
+}
+
+// Catalogue R1: a restart ends every connection from the server's side (FATAL 57P01). The
+// requests that meet a dead connection are 503s, never 500s, and the dead connections are not
+// handed out again: the requests after them succeed.
+func TestDatabaseRestart_TerminatedConnections(t *testing.T) {
+	role, asRole := apptest.PostgresRole(t)
+	e := apptest.New(t, apptest.Postgres, asRole)
+	s := e.SignIn("alice@example.com")
+	for round := 0; round < 3; round++ {
+		if n := apptest.TerminateBackends(t, role); n == 0 {
+			t.Fatal("no connection of the service to end")
+		}
+		failed := 0
+		for i := 0; i < 6; i++ {
+			r := getSession(e, nil, bearer(s)...)
+			switch r.Status {
+			case 200:
+			case 503:
+				expectUnavailable(t, r)
+				failed++
+			default:
+				t.Fatalf("round %d: %d %s after a restart", round, r.Status, r.Body)
+			}
+		}
+		if r := getSession(e, nil, bearer(s)...); r.Status != 200 {
+			t.Fatalf("round %d: still failing after %d 503s: %d %s", round, failed, r.Status, r.Body)
+		}
+		// An e-mail whose delivery was cut off with its worker's connection waits for the worker's
+		// lease on it to run out, as after a crash.
+		e.Clock.Advance(time.Minute)
+		e.SignIn("bob@example.com")
+	}
+}
+
+// Catalogue R1 (items 4, 5 of issue 13): a read-only database. Readiness proves the instance can
+// write, so it fails while PostgreSQL refuses writes although it still answers pings; writes are
+// 503s; and once the server is writable again, the connections opened while it was read-only
+// (which keep the read-only default they started with) are dropped at their first refused write
+// instead of failing every write until they age out.
+func TestDatabaseReadOnly_PostgreSQL(t *testing.T) {
+	role, asRole := apptest.PostgresRole(t)
+	e := apptest.New(t, apptest.Postgres, asRole)
+	s := e.SignIn("alice@example.com")
+	admin := apptest.Admin(t)
+
+	// A failover to a read-only server: the connections end, and new ones are read-only.
+	if err := admin.Exec("ALTER ROLE " + role + " SET default_transaction_read_only = on").Error; err != nil {
+		t.Fatal(err)
+	}
+	apptest.TerminateBackends(t, role)
+	for i := 0; i < 4; i++ {
+		if r := e.Get("/readyz"); r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("readyz on a read-only database: %d %s", r.Status, r.Body)
+		}
+		r := e.Post(sendPath, map[string]any{"email": "bob@example.com", "type": "sign-in"})
+		if r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("a write on a read-only database: %d %s", r.Status, r.Body)
+		}
+		// Reads still work.
+		expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
+	}
+
+	// Writable again: connections opened meanwhile are still read-only until dropped.
+	if err := admin.Exec("ALTER ROLE " + role + " RESET default_transaction_read_only").Error; err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for i := 0; i < 10; i++ {
+		if r := e.Post(sendPath, map[string]any{"email": "carol@example.com", "type": "sign-in"}); r.Status == http.StatusServiceUnavailable {
+			refused++
+		} else if r.Status != 200 && r.Status != http.StatusTooManyRequests {
+			t.Fatalf("a send after the read-only period: %d %s", r.Status, r.Body)
+		}
+	}
+	// Each refused write drops its connection; the pool never held more than a few here.
+	if refused > 2 {
+		t.Fatalf("%d of 10 writes refused after the database was writable again: read-only connections are reused", refused)
+	}
+	if r := e.Get("/readyz"); r.Status != 200 {
+		t.Fatalf("readyz after the read-only period: %d %s", r.Status, r.Body)
+	}
+	e.Clock.Advance(time.Minute) // past the lease of an e-mail whose delivery was cut off
+	e.SignIn("dave@example.com")
+}
+
+// The embedded database read-only (its connection set query_only, as a read-only file would be):
+// readiness fails and writes are 503s; reads go on.
+func TestDatabaseReadOnly_SQLite(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	s := e.SignIn("alice@example.com")
+	if err := e.DB.Exec("PRAGMA query_only = 1").Error; err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Get("/readyz"); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz on a read-only database: %d %s", r.Status, r.Body)
+	}
+	expectUnavailable(t, e.Post(sendPath, map[string]any{"email": "bob@example.com", "type": "sign-in"}))
+	expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
+	if err := e.DB.Exec("PRAGMA query_only = 0").Error; err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Get("/readyz"); r.Status != 200 {
+		t.Fatalf("readyz when writable again: %d", r.Status)
+	}
+	e.SignIn("bob@example.com")
+}
+
+// Catalogue R1, #19 (item 7 of issue 13): the connection breaks after PostgreSQL committed a
+// sign-in and before the service heard so. The service looks for the session it stored: found,
+// the sign-in succeeds as usual. When it cannot look (the database went away with the
+// connection), the answer is a 503 that says to request a new code, since the code may be spent:
+// retrying it would fail as a wrong code. (The embedded SQLite database runs in the process, so an
+// acknowledgement cannot be lost there.)
+func TestVerify_CommitAcknowledgementLost(t *testing.T) {
+	proxy := apptest.NewDBProxy(t)
+	e := apptest.New(t, apptest.Postgres, apptest.WithDatabaseURL(proxy.Rewrite))
+
+	code := e.SendCode("alice@example.com")
+	proxy.CutAfterCommit(false)
+	r := signIn(e, "alice@example.com", code)
+	if proxy.Cuts() != 1 {
+		t.Fatalf("the commit's answer was not cut (%d cuts)", proxy.Cuts())
+	}
+	if r.Status != 200 {
+		t.Fatalf("a committed sign-in whose answer was lost: %d %s", r.Status, r.Body)
+	}
+	expectSession(t, getSession(e, nil, "Authorization", "Bearer "+r.Header.Get("set-auth-token")), userIDOf(t, r))
+
+	code = e.SendCode("bob@example.com")
+	proxy.CutAfterCommit(true)
+	r = signIn(e, "bob@example.com", code)
+	if proxy.Cuts() != 2 {
+		t.Fatalf("the commit's answer was not cut (%d cuts)", proxy.Cuts())
+	}
+	r.ExpectError(t, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
+	if !strings.Contains(string(r.Body), "request a new code") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("503 of an unconfirmed sign-in: %s, Retry-After %q", r.Body, r.Header.Get("Retry-After"))
+	}
+	proxy.Up()
+	// It had committed: the code is spent, and a new one signs in to the one account made.
+	signIn(e, "bob@example.com", code).ExpectError(t, http.StatusBadRequest, "INVALID_OTP")
+	if n := e.Count(&models.User{}, "email = ?", "bob@example.com"); n != 1 {
+		t.Fatalf("%d accounts for bob", n)
+	}
+	s := e.SignIn("bob@example.com")
+	var u models.User
+	e.DB.Where("email = ?", "bob@example.com").Take(&u)
+	if s.UserID != u.ID {
+		t.Fatal("the new code signed in to another account")
+	}
+}
+
+// userIDOf reads the user id of a sign-in answer.
+func userIDOf(t *testing.T, r *apptest.Response) string {
+	t.Helper()
+	var b struct {
+		User struct {
+			ID string `json:"id"`
+		} `json:"user"`
+	}
+	r.Decode(t, &b)
+	return b.User.ID
+}

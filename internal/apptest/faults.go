@@ -1,0 +1,234 @@
+package apptest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// DBProxy is a TCP proxy between a service and PostgreSQL that a test can break, to drill what
+// the service does when its database goes away: it can refuse new connections and cut the live
+// ones (a server stopped or killed, a network partition), or cut a connection right after the
+// server committed a transaction, before the client hears so (an acknowledgement lost).
+type DBProxy struct {
+	t      testing.TB
+	target string
+	addr   string
+
+	mu          sync.Mutex
+	ln          net.Listener
+	conns       map[net.Conn]net.Conn // client side → server side
+	cutOnCommit bool
+	downOnCut   bool
+	cuts        int
+}
+
+// NewDBProxy starts a proxy to the PostgreSQL server of TEST_DATABASE_URL.
+func NewDBProxy(t testing.TB) *DBProxy {
+	t.Helper()
+	base := postgresBase(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("TEST_DATABASE_URL: %v", err)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	p := &DBProxy{t: t, target: target, conns: map[net.Conn]net.Conn{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.Down)
+	return p
+}
+
+// Rewrite returns databaseURL with the proxy as its host: an Option for New (WithDatabaseURL).
+func (p *DBProxy) Rewrite(databaseURL string) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		p.t.Fatalf("database URL: %v", err)
+	}
+	u.Host = p.addr
+	return u.String()
+}
+
+func (p *DBProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", p.target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			p.mu.Lock()
+			if p.ln != ln { // went down meanwhile
+				p.mu.Unlock()
+				client.Close()
+				server.Close()
+				return
+			}
+			p.conns[client] = server
+			p.mu.Unlock()
+			go p.pipe(client, server, false)
+			go p.pipe(server, client, true)
+		}
+	}()
+}
+
+// commandCompleteCommit is the server's CommandComplete message for a COMMIT: 'C', its length
+// (4 + 7) and the tag.
+var commandCompleteCommit = []byte{'C', 0, 0, 0, 11, 'C', 'O', 'M', 'M', 'I', 'T', 0}
+
+// pipe copies from src to dst until either side closes. From the server (fromServer), when a cut
+// after a commit is armed, the answer to the COMMIT and everything after it are dropped and the
+// connection is cut: the server has committed, the client never hears it.
+func (p *DBProxy) pipe(src, dst net.Conn, fromServer bool) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			chunk := buf[:n]
+			if fromServer {
+				if i := bytes.Index(chunk, commandCompleteCommit); i >= 0 && p.takeCut() {
+					dst.Write(chunk[:i])
+					p.cut(src, dst)
+					return
+				}
+			}
+			if _, werr := dst.Write(chunk); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	src.Close()
+	dst.Close()
+}
+
+// takeCut reports, once per arming, that the connection must be cut.
+func (p *DBProxy) takeCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cutOnCommit {
+		return false
+	}
+	p.cutOnCommit = false
+	p.cuts++
+	return true
+}
+
+// cut closes one connection, and the proxy too when armed so (CutAfterCommit's down).
+func (p *DBProxy) cut(a, b net.Conn) {
+	a.Close()
+	b.Close()
+	p.mu.Lock()
+	down := p.downOnCut
+	p.downOnCut = false
+	p.mu.Unlock()
+	if down {
+		p.Down()
+	}
+}
+
+// CutAfterCommit arms the proxy: the next connection on which the server answers a COMMIT is cut
+// just before that answer reaches the client. With down, the proxy also goes down at that moment,
+// so the client cannot ask again until Up.
+func (p *DBProxy) CutAfterCommit(down bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOnCommit, p.downOnCut = true, down
+}
+
+// Cuts counts the connections cut after a commit so far.
+func (p *DBProxy) Cuts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cuts
+}
+
+// Down refuses new connections and cuts every live one, as a stopped or killed server does.
+func (p *DBProxy) Down() {
+	p.mu.Lock()
+	ln := p.ln
+	p.ln = nil
+	conns := p.conns
+	p.conns = map[net.Conn]net.Conn{}
+	p.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	for client, server := range conns {
+		client.Close()
+		server.Close()
+	}
+}
+
+// Up accepts connections again, on the same address.
+func (p *DBProxy) Up() {
+	p.t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("the proxy cannot listen again on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+// PostgresRole creates a PostgreSQL role of its own for one test, which a test can make
+// read-only (ALTER ROLE … SET default_transaction_read_only) without touching the shared server
+// or other tests, and returns an Option that makes New connect as it. The role owns the test's
+// schema; both go when the test ends.
+func PostgresRole(t testing.TB) (role string, opt Option) {
+	t.Helper()
+	admin := Admin(t)
+	b := make([]byte, 6)
+	rand.Read(b)
+	role = "r_" + hex.EncodeToString(b)
+	if err := admin.Exec("CREATE ROLE " + role + " LOGIN").Error; err != nil {
+		t.Fatalf("creating a role: %v", err)
+	}
+	t.Cleanup(func() {
+		admin.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", role)
+		admin.Exec("DROP OWNED BY " + role + " CASCADE")
+		admin.Exec("DROP ROLE IF EXISTS " + role)
+	})
+	return role, WithDatabaseURL(func(databaseURL string) string {
+		u, err := url.Parse(databaseURL)
+		if err != nil {
+			t.Fatalf("database URL: %v", err)
+		}
+		schema := u.Query().Get("search_path")
+		if err := admin.Exec("ALTER SCHEMA " + schema + " OWNER TO " + role).Error; err != nil {
+			t.Fatalf("giving the schema to the role: %v", err)
+		}
+		u.User = url.User(role)
+		return u.String()
+	})
+}
+
+// TerminateBackends ends, from the server's side, every connection of role (pg_terminate_backend:
+// the backend sends FATAL 57P01, as in a restart), and reports how many it ended.
+func TerminateBackends(t testing.TB, role string) int {
+	t.Helper()
+	var ended []bool
+	if err := Admin(t).Raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", role).Scan(&ended).Error; err != nil {
+		t.Fatalf("terminating backends: %v", err)
+	}
+	return len(ended)
+}
