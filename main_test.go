@@ -232,6 +232,13 @@ func TestBinary_RunsOnPostgres(t *testing.T) {
 	}
 }
 
+// RATE_LIMIT_STORE=postgres opens its pool with the service's connection policy (models.OpenPool)
+// and the service runs on it.
+func TestBinary_SharedRateStoreOnPostgres(t *testing.T) {
+	p := start(t, "DATABASE_URL="+apptest.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef", "RATE_LIMIT_STORE=postgres")
+	signInFlow(t, p, "shared@example.com")
+}
+
 func TestBinary_RefusesBadConfiguration(t *testing.T) {
 	cmd := exec.Command(binary)
 	cmd.Dir = t.TempDir()
