@@ -58,7 +58,7 @@ func nameRuneAllowed(runes []rune, i int) bool {
 	case unicode.IsControl(r), r == '\u2028', r == '\u2029':
 		return false
 	case variationSelector(r):
-		// After a visible character, or after another selector or joiner sequence's part.
+		// After what it styles: a visible character, or a mark on one.
 		return i > 0 && (visibleRune(runes[i-1]) || unicode.IsMark(runes[i-1]))
 	case r == zeroWidthJoiner || r == zeroWidthNonJoiner:
 		return joinerAllowed(runes, i)

@@ -418,7 +418,8 @@ func (o *Outbox) open(row models.OutboxMessage) (m Message, withheld bool, err e
 }
 
 // sealedDraft is what Enqueue seals: the draft, and whether it is withheld (omitted when not, so
-// a payload reads as a plain Draft).
+// a payload reads as a plain Draft). A worker of a version before Withhold ignores the mark and
+// would send the draft, so the instances of a fleet move to this version together.
 type sealedDraft struct {
 	Draft
 	Withheld bool `json:",omitempty"`
