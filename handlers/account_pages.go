@@ -58,7 +58,7 @@ func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.FormValue("token"), st)
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), formValue(c, "token"), st)
 	p, perr := h.page(c, "Confirm your new e-mail address")
 	if perr != nil {
 		return perr
@@ -76,7 +76,7 @@ func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
 		h.sessions.Issue(c, &updated, true)
 		p.User = &views.User{Email: user.Email, Name: user.Name}
 	}
-	if cb := c.FormValue("callbackURL"); cb != "" && h.origins.SafeRedirect(cb) {
+	if cb := formValue(c, "callbackURL"); cb != "" && h.origins.SafeRedirect(cb) {
 		return c.Redirect(cb, fiber.StatusSeeOther)
 	}
 	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
@@ -108,7 +108,7 @@ func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
 	if err := requireForm(c); err != nil {
 		return err
 	}
-	user, err := h.auth.RestoreEmail(c.UserContext(), c.FormValue("token"))
+	user, err := h.auth.RestoreEmail(c.UserContext(), formValue(c, "token"))
 	p := views.Page{Title: "Restore your e-mail address", SiteName: h.siteName}
 	if err != nil {
 		msg, status, known := linkFailure(err)
@@ -135,7 +135,7 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 		return err
 	}
 	a := views.Account{Email: st.User.Email, Name: st.User.Name}
-	newEmail := c.FormValue("newEmail")
+	newEmail := formValue(c, "newEmail")
 	err = h.auth.RequestEmailChangeLink(c.UserContext(), st, newEmail, "/account")
 	status := fiber.StatusOK
 	var limited *auth.RateLimitError
@@ -172,7 +172,7 @@ func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if c.FormValue("confirm") != "yes" {
+	if formValue(c, "confirm") != "yes" {
 		return h.accountWith(c, fiber.StatusUnprocessableEntity, views.Account{
 			Email: st.User.Email, Name: st.User.Name, DeleteError: "Tick the box to confirm that you want to delete your account.",
 		})

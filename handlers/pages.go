@@ -64,13 +64,21 @@ func requireForm(c *fiber.Ctx) error {
 	return nil
 }
 
+// formValue reads a field of the form body, and only of the body: fasthttp's FormValue looks in
+// the query string first, which would let "POST /auth/verify?otp=…" sign in with a code carried in
+// the URL (into logs, histories and Referer headers) and let a query override what the form sent
+// (catalogue #67, #112; ASVS 14.2.1, 15.3.7). Every page handler reads its fields here.
+func formValue(c *fiber.Ctx, name string) string {
+	return string(c.Request().PostArgs().Peek(name))
+}
+
 // entryFromForm reads the code-entry component's context back from its form.
 func entryFromForm(c *fiber.Ctx) views.Entry {
 	return views.Entry{
-		Mode:     views.ParseMode(c.FormValue("mode")),
-		Redirect: middleware.SafeNext(c.FormValue("redirect")),
-		Purchase: purchaseParam(c.FormValue("purchase")),
-		Email:    strings.TrimSpace(c.FormValue("email")),
+		Mode:     views.ParseMode(formValue(c, "mode")),
+		Redirect: middleware.SafeNext(formValue(c, "redirect")),
+		Purchase: purchaseParam(formValue(c, "purchase")),
+		Email:    strings.TrimSpace(formValue(c, "email")),
 	}
 }
 
@@ -144,7 +152,7 @@ func (h *pagesHandler) sendCode(c *fiber.Ctx) error {
 		return err
 	}
 	e := entryFromForm(c)
-	resend := c.FormValue("resend") == "1"
+	resend := formValue(c, "resend") == "1"
 	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
 	var limited *auth.RateLimitError
 	switch {
@@ -187,7 +195,7 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: e.Email, Code: c.FormValue("otp"),
+		Email: e.Email, Code: formValue(c, "otp"),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
@@ -232,7 +240,7 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 	// Without JavaScript the server does what the page script would.
 	switch e.Mode {
 	case views.ModeSignUp:
-		if c.FormValue("marketingOptIn") == "on" {
+		if formValue(c, "marketingOptIn") == "on" {
 			// Best effort: a failed grant never undoes the sign-up.
 			_ = h.auth.GrantMarketingConsent(c.UserContext(), res.User.ID, h.evidence(c, "/auth/sign-up"))
 		}
@@ -294,7 +302,7 @@ func (h *pagesHandler) updateName(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	name := c.FormValue("name")
+	name := formValue(c, "name")
 	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, auth.UserUpdate{Name: &name})
 	a := views.Account{Email: st.User.Email, Name: name}
 	var fe *auth.FieldError
@@ -396,7 +404,7 @@ func (h *pagesHandler) claim(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	id := purchaseParam(c.FormValue("purchase"))
+	id := purchaseParam(formValue(c, "purchase"))
 	purchase, err := h.auth.ClaimPurchase(c.UserContext(), st.User, id)
 	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil}
 	if err != nil {
