@@ -131,7 +131,8 @@ func NewApp(d Deps) *fiber.App {
 	app.Use(compress.New(compress.Config{
 		Level: compress.LevelBestSpeed,
 		Next: func(c *fiber.Ctx) bool {
-			return strings.HasPrefix(c.Path(), "/api/") || strings.HasPrefix(c.Path(), "/static/")
+			kind := middleware.KindOf(c)
+			return kind == middleware.APIPath || kind == middleware.StaticPath
 		},
 	}))
 	app.Use(guard.Handler())

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 
 	"codeauth/auth"
 	"codeauth/middleware"
@@ -124,7 +123,7 @@ func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 			c.Set(fiber.HeaderRetryAfter, secs)
 		}
 		// A 431 is raised before the request is read, so it has no path to go by: JSON.
-		if p := c.Path(); strings.HasPrefix(p, "/api/") || p == "/api" || p == "/healthz" || p == "/readyz" ||
+		if kind := middleware.KindOf(c); kind == middleware.APIPath || kind == middleware.ProbePath ||
 			answer.Status == fiber.StatusRequestHeaderFieldsTooLarge {
 			return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
 		}

@@ -1,0 +1,77 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"codeauth/internal/apptest"
+)
+
+const (
+	apiCSP  = "default-src 'none'; frame-ancestors 'none'"
+	pageCSP = "default-src 'self'; script-src 'self'"
+)
+
+// expectAPIHeaders fails unless r carries the headers of a JSON answer: the API's
+// Content-Security-Policy, nosniff, no-store and a JSON Content-Type.
+func expectAPIHeaders(t *testing.T, r *apptest.Response, what string) {
+	t.Helper()
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("%s: Content-Type %q, want JSON (body %.80s)", what, ct, r.Body)
+	}
+	if csp := r.Header.Get("Content-Security-Policy"); csp != apiCSP {
+		t.Fatalf("%s: Content-Security-Policy %q, want the API's", what, csp)
+	}
+	if r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("%s: headers %v", what, r.Header)
+	}
+}
+
+// expectPageHeaders fails unless r carries the headers of a page.
+func expectPageHeaders(t *testing.T, r *apptest.Response, what string) {
+	t.Helper()
+	if csp := r.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, pageCSP) {
+		t.Fatalf("%s: Content-Security-Policy %q, want the pages'", what, csp)
+	}
+	if r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Header.Get("X-Frame-Options") != "DENY" ||
+		r.Header.Get("Cache-Control") != "no-store" || r.Header.Get("Referrer-Policy") == "" {
+		t.Fatalf("%s: headers %v", what, r.Header)
+	}
+}
+
+// The router matches paths without regard to case and ignores trailing slashes, so whatever
+// reaches the API is answered as the API, errors included: JSON, the API's headers, never
+// compressed, never an HTML page (catalogue O120).
+func TestAPI_PathsAreJudgedAsTheRouterMatchesThem(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	for _, path := range []string{"/API/auth/nope", "/Api/Nope/", "/API", "/api/"} {
+		r := e.Get(path)
+		r.ExpectError(t, 404, "NOT_FOUND")
+		expectAPIHeaders(t, r, path)
+	}
+	for _, path := range []string{"/API/ME", "/Api/Me/"} {
+		r := e.Get(path)
+		r.ExpectError(t, 401, "UNAUTHORIZED")
+		expectAPIHeaders(t, r, path)
+	}
+	for _, path := range []string{"/Api/Auth/Get-Session", "/API/AUTH/GET-SESSION/", "/api/auth/ok/"} {
+		r := e.Get(path)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+		}
+		expectAPIHeaders(t, r, path)
+	}
+	for _, path := range []string{"/API/OPENAPI.JSON", "/api/openapi.json/"} {
+		r := e.Do(apptest.Request{Path: path, Header: http.Header{"Accept-Encoding": {"gzip, br"}}})
+		if r.Status != 200 || r.Header.Get("Content-Encoding") != "" {
+			t.Fatalf("%s: %d, Content-Encoding %q; API answers are not compressed", path, r.Status, r.Header.Get("Content-Encoding"))
+		}
+		expectAPIHeaders(t, r, path)
+	}
+	// A path that only starts like the API is a page, private like any unknown one.
+	for _, path := range []string{"/apix", "/API-docs"} {
+		expectSignInRedirect(t, e.Get(path), path)
+	}
+	expectPageHeaders(t, e.Get("/AUTH/SIGN-IN/"), "/AUTH/SIGN-IN/")
+}
