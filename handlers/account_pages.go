@@ -51,9 +51,6 @@ func (h *pagesHandler) verifyEmailPage(c *fiber.Ctx) error {
 
 // confirmEmailChange is POST /auth/verify-email: the button of the link's page.
 func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
 	if err != nil {
 		return err
@@ -105,9 +102,6 @@ func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
 // restoreEmail is POST /auth/restore-email: the address comes back and every session ends,
 // this browser's included.
 func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	user, err := h.auth.RestoreEmail(c.UserContext(), formValue(c, "token"))
 	p := views.Page{Title: "Restore your e-mail address", SiteName: h.siteName}
 	if err != nil {
@@ -127,9 +121,6 @@ func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
 
 // requestEmailChange is POST /account/email: a confirmation link goes to the new address.
 func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -165,9 +156,6 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 // browser is signed out with every other, and the person lands on /auth/account-deleted. A
 // session too old for it (auth.FreshAge) gets the account page asking to sign in again.
 func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err

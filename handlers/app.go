@@ -136,6 +136,7 @@ func NewApp(d Deps) *fiber.App {
 		},
 	}))
 	app.Use(guard.Handler())
+	app.Use(requireForms)
 	public := func(method, path string, handlers ...fiber.Handler) {
 		guard.DeclarePublic(path)
 		app.Add(method, path, handlers...)

@@ -1,13 +1,19 @@
 package handlers_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"testing"
 
 	"codeauth/internal/apptest"
+	"codeauth/middleware"
 	"codeauth/models"
+
+	"github.com/google/uuid"
 )
 
 // postForm sends body as an HTML form would, to path with its query string.
@@ -67,6 +73,72 @@ func TestPages_FormFieldsComeFromTheBodyOnly(t *testing.T) {
 		e.DB.Find(&users)
 		if len(users) != 1 || users[0].Email != "alice@example.com" {
 			t.Fatalf("users after signing in: %+v", users)
+		}
+	})
+}
+
+// dbSnapshot is every row of every table, in a stable order, to compare before and after a
+// request that must change nothing.
+func dbSnapshot(t *testing.T, e *apptest.Env) string {
+	t.Helper()
+	tables, err := e.DB.Migrator().GetTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(tables)
+	var out strings.Builder
+	for _, table := range tables {
+		var rows []map[string]any
+		if err := e.DB.Table(table).Find(&rows).Error; err != nil {
+			t.Fatalf("reading %s: %v", table, err)
+		}
+		lines := make([]string, 0, len(rows))
+		for _, row := range rows {
+			b, _ := json.Marshal(row)
+			lines = append(lines, string(b))
+		}
+		sort.Strings(lines)
+		fmt.Fprintf(&out, "%s\n%s\n", table, strings.Join(lines, "\n"))
+	}
+	return out.String()
+}
+
+// Catalogue E44, #112: every POST route outside the API, those added later included, takes HTML
+// form bodies only. Anything else (text/plain, which any site's form can send without a
+// preflight, multipart, JSON, none) is 415 before a handler runs, even from the service's own
+// origin with a fresh session, and changes nothing.
+func TestPages_EveryFormRouteRequiresAFormBody(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		s := e.SignIn("alice@example.com")
+		e.SendCode("alice@example.com") // a live code, for the verify route to find
+		body := "email=alice@example.com&otp=123456&mode=sign-in&name=Mallory&confirm=yes&newEmail=new@example.com&token=x&purchase=" +
+			uuid.NewString()
+		before := dbSnapshot(t, e)
+		seen := map[string]bool{}
+		for _, route := range e.App.GetRoutes(true) {
+			if route.Method != http.MethodPost || middleware.KindOfPath(route.Path) != middleware.PagePath {
+				continue
+			}
+			seen[route.Path] = true
+			for _, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "multipart/form-data; boundary=x", "application/json", ""} {
+				r := e.Do(apptest.Request{Method: "POST", Path: route.Path, Body: body, ContentType: ct, Cookies: s.Cookies(),
+					Header: http.Header{"Origin": {e.URL}, "Sec-Fetch-Site": {"same-origin"}}})
+				if r.Status != http.StatusUnsupportedMediaType {
+					t.Fatalf("POST %s as %q: %d, want 415", route.Path, ct, r.Status)
+				}
+				if got := r.Header.Values("Set-Cookie"); len(got) != 0 {
+					t.Fatalf("POST %s as %q set cookies %v", route.Path, ct, got)
+				}
+			}
+		}
+		for _, want := range []string{"/auth/code", "/auth/verify", "/auth/sign-out", "/checkout/claim", "/auth/verify-email",
+			"/auth/restore-email", "/account/name", "/account/consent", "/account/email", "/account/delete"} {
+			if !seen[want] {
+				t.Fatalf("POST %s was not among the routes tried: %v", want, seen)
+			}
+		}
+		if after := dbSnapshot(t, e); after != before {
+			t.Fatalf("refused form posts changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
 	})
 }

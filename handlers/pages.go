@@ -55,13 +55,21 @@ func (h *pagesHandler) page(c *fiber.Ctx, title string) (views.Page, error) {
 	return p, nil
 }
 
-// requireForm accepts the bodies HTML forms send; anything else is 415.
-func requireForm(c *fiber.Ctx) error {
-	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
-	if err != nil || mt != fiber.MIMEApplicationForm {
-		return newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Forms must be sent as application/x-www-form-urlencoded")
+// errNotAForm refuses a page POST whose body is not an HTML form.
+var errNotAForm = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Forms must be sent as application/x-www-form-urlencoded")
+
+// requireForms refuses with 415, before any handler runs, a POST to a page whose body is not
+// application/x-www-form-urlencoded, which every form of the pages sends (htmx included). It
+// guards every POST outside the API rather than a list of routes, so a form route added later
+// cannot forget it: a text/plain or multipart body, which any site's form can send without a
+// preflight, never reaches a handler that changes something.
+func requireForms(c *fiber.Ctx) error {
+	if c.Method() == fiber.MethodPost && middleware.KindOf(c) == middleware.PagePath {
+		if mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType)); err != nil || mt != fiber.MIMEApplicationForm {
+			return errNotAForm
+		}
 	}
-	return nil
+	return c.Next()
 }
 
 // formValue reads a field of the form body, and only of the body: fasthttp's FormValue looks in
@@ -148,9 +156,6 @@ func (h *pagesHandler) renderEntry(c *fiber.Ctx, status int, e views.Entry) erro
 
 // sendCode is POST /auth/code: step one of the component, and its resend button.
 func (h *pagesHandler) sendCode(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	e := entryFromForm(c)
 	resend := formValue(c, "resend") == "1"
 	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
@@ -188,9 +193,6 @@ func retryText(e *auth.RateLimitError) string {
 // verify is POST /auth/verify: the code step. A wrong code stays on the step with a message and
 // an empty input; success opens the session and either emits "verified" (htmx) or redirects.
 func (h *pagesHandler) verify(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	e := entryFromForm(c)
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
@@ -295,9 +297,6 @@ func (h *pagesHandler) signedIn(c *fiber.Ctx) (*auth.SessionState, error) {
 
 // updateName is POST /account/name.
 func (h *pagesHandler) updateName(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -397,9 +396,6 @@ func (h *pagesHandler) renderCheckout(c *fiber.Ctx, status int, purchaseID strin
 // claim is POST /checkout/claim: links the purchase to the signed-in account when the account's
 // address is the one it was bought with.
 func (h *pagesHandler) claim(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
