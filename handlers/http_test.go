@@ -1,9 +1,13 @@
 package handlers_test
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"codeauth/internal/apptest"
 )
@@ -74,4 +78,75 @@ func TestAPI_PathsAreJudgedAsTheRouterMatchesThem(t *testing.T) {
 		expectSignInRedirect(t, e.Get(path), path)
 	}
 	expectPageHeaders(t, e.Get("/AUTH/SIGN-IN/"), "/AUTH/SIGN-IN/")
+}
+
+// dial opens a plain TCP connection to the service, for requests the Go client would not send
+// as written. The deadline only keeps a broken server from hanging the test; nothing is timed.
+func dial(t *testing.T, e *apptest.Env) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	return conn, bufio.NewReader(conn)
+}
+
+// send writes raw requests to conn.
+func send(t *testing.T, conn net.Conn, raw string) {
+	t.Helper()
+	if _, err := io.WriteString(conn, raw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readAnswer reads the next answer from br, to a request of method, with its body.
+func readAnswer(t *testing.T, br *bufio.Reader, method string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	return resp, body
+}
+
+// expectClosed fails unless the server has closed the connection with nothing more sent.
+func expectClosed(t *testing.T, br *bufio.Reader, what string) {
+	t.Helper()
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("%s: the server sent %q more (%v), want the connection closed", what, rest, err)
+	}
+}
+
+// Every GET route answers HEAD as it answers GET, with no body: a HEAD is how monitors and link
+// checkers look at a page.
+func TestHead_AnsweredLikeGet(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	tried := 0
+	for _, route := range e.App.GetRoutes(true) {
+		if route.Method != http.MethodGet {
+			continue
+		}
+		path := strings.ReplaceAll(route.Path, ":name", "app.css")
+		get := e.Get(path)
+		conn, br := dial(t, e)
+		send(t, conn, "HEAD "+path+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+		head, body := readAnswer(t, br, http.MethodHead)
+		if head.StatusCode != get.Status {
+			t.Fatalf("HEAD %s: %d, GET: %d", path, head.StatusCode, get.Status)
+		}
+		if len(body) != 0 {
+			t.Fatalf("HEAD %s sent a body", path)
+		}
+		expectClosed(t, br, "HEAD "+path)
+		tried++
+	}
+	if tried < 10 {
+		t.Fatalf("only %d GET routes", tried)
+	}
 }

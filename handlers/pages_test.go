@@ -79,10 +79,13 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success",
 		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted"} {
-		if !public[want] {
-			t.Fatalf("%s is not public", want)
+		// HEAD is answered like GET.
+		head := "HEAD " + strings.TrimPrefix(want, "GET ")
+		if !public[want] || !public[head] {
+			t.Fatalf("%s or %s is not public", want, head)
 		}
 		delete(public, want)
+		delete(public, head)
 	}
 	// The public form posts answer for themselves (a wrong body, a missing session).
 	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim",
