@@ -57,6 +57,13 @@ func NewApp(d Deps) *fiber.App {
 		siteName = "codeauth"
 	}
 	errorHandler := ErrorHandler(log, siteName)
+	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
+	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no
+	// middleware has seen: it gets the security headers here, from the same list.
+	serverErrors := func(c *fiber.Ctx, err error) error {
+		middleware.SetSecurityHeaders(c, d.Secure)
+		return errorHandler(c, err)
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "codeauth",
 		BodyLimit:             BodyLimit,
@@ -67,8 +74,9 @@ func NewApp(d Deps) *fiber.App {
 		DisableStartupMessage: true,
 		// No route accepts multipart bodies; never parse them.
 		DisablePreParseMultipartForm: true,
-		ErrorHandler:                 errorHandler,
+		ErrorHandler:                 serverErrors,
 	})
+	middleware.HookServer(app.Server())
 
 	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
 	ips := middleware.NewIPResolver(d.TrustedProxies, log)

@@ -105,8 +105,8 @@ func toAPIError(err error) (*apiError, bool) {
 }
 
 // ErrorHandler writes the answer for an error returned by a handler or raised by the server:
-// JSON under /api (and for the probes), an error page elsewhere, and for htmx requests a notice
-// swapped into the page's alert region. Unexpected errors are logged with the request's id and
+// JSON under /api (and for the probes, and for a request whose path the server lost), an error
+// page elsewhere, and for htmx requests a notice swapped into the page's alert region. Unexpected errors are logged with the request's id and
 // answered with a generic 500 that reveals nothing about the cause.
 func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
@@ -122,9 +122,7 @@ func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 			c.Set("X-Retry-After", secs)
 			c.Set(fiber.HeaderRetryAfter, secs)
 		}
-		// A 431 is raised before the request is read, so it has no path to go by: JSON.
-		if kind := middleware.KindOf(c); kind == middleware.APIPath || kind == middleware.ProbePath ||
-			answer.Status == fiber.StatusRequestHeaderFieldsTooLarge {
+		if kind := middleware.KindOf(c); kind == middleware.APIPath || kind == middleware.ProbePath {
 			return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
 		}
 		message := pageMessage(answer, limited)

@@ -150,3 +150,69 @@ func TestHead_AnsweredLikeGet(t *testing.T) {
 		t.Fatalf("only %d GET routes", tried)
 	}
 }
+
+// rawAnswer sends raw on a connection of its own and reads the answer to a request of method.
+// The connection must then be closed: every refusal below ends it.
+func rawAnswer(t *testing.T, e *apptest.Env, method, raw string) *apptest.Response {
+	t.Helper()
+	conn, br := dial(t, e)
+	send(t, conn, raw)
+	resp, body := readAnswer(t, br, method)
+	expectClosed(t, br, raw[:strings.IndexByte(raw, '\n')])
+	return &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+}
+
+// overLimitChunked is a chunked POST whose body runs over BodyLimit (16 KiB) at its second chunk.
+// The second chunk's data is never sent: the server refuses on reading its size, so nothing is
+// left unread to make its close a reset.
+func overLimitChunked(path string) string {
+	return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"3e80\r\n" + strings.Repeat("a", 16000) + "\r\n400\r\n"
+}
+
+// Catalogue N108, O120: what the HTTP server refuses before the middleware chain runs is answered
+// like everything else. Under /api: JSON with the API's headers. For a page: the page's headers.
+// fasthttp resets the request when a chunked body runs over the limit, so its path is kept aside
+// while the body is read; a request whose path is gone for good (headers too large, a broken
+// chunk) gets the JSON answer and the API's headers.
+func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite, apptest.WithSecure())
+	hsts := func(r *apptest.Response, what string) {
+		t.Helper()
+		if !strings.HasPrefix(r.Header.Get("Strict-Transport-Security"), "max-age=") {
+			t.Fatalf("%s: no HSTS in %v", what, r.Header)
+		}
+	}
+	overLimitLength := func(path string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20000\r\n\r\n"
+	}
+	for name, raw := range map[string]string{"chunked": overLimitChunked(signInPath), "Content-Length": overLimitLength(signInPath)} {
+		r := rawAnswer(t, e, "POST", raw)
+		r.ExpectError(t, 413, "PAYLOAD_TOO_LARGE")
+		expectAPIHeaders(t, r, name+" body over the limit to the API")
+		hsts(r, name)
+	}
+	for name, raw := range map[string]string{"chunked": overLimitChunked("/auth/verify"), "Content-Length": overLimitLength("/auth/verify")} {
+		r := rawAnswer(t, e, "POST", raw)
+		if r.Status != 413 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s body over the limit to a page: %d %q", name, r.Status, r.Header.Get("Content-Type"))
+		}
+		expectPageHeaders(t, r, name+" body over the limit to a page")
+		hsts(r, name)
+	}
+	// The path is lost: headers over the 8 KiB read buffer (exactly 8 KiB sent, so the server
+	// reads all of it), a broken chunk.
+	tooLarge := "GET /auth/sign-in HTTP/1.1\r\nHost: x\r\nX-Pad: "
+	tooLarge += strings.Repeat("a", 8192-len(tooLarge))
+	r := rawAnswer(t, e, "GET", tooLarge)
+	r.ExpectError(t, 431, "HEADERS_TOO_LARGE")
+	expectAPIHeaders(t, r, "headers too large")
+	r = rawAnswer(t, e, "POST", "POST /auth/verify HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+	r.ExpectError(t, 400, "BAD_REQUEST")
+	expectAPIHeaders(t, r, "broken chunk")
+	hsts(r, "broken chunk")
+	// A method the router does not know, which Fiber would answer in plain text by itself.
+	r = rawAnswer(t, e, "FOO", "FOO /api/auth/ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	r.ExpectError(t, 400, "BAD_REQUEST")
+	expectAPIHeaders(t, r, "unknown method")
+}

@@ -132,36 +132,44 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // apiSecurityPolicy is for JSON answers, which are never to be rendered or framed.
 const apiSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
 
-// SecurityHeaders sets the browser security headers: a strict Content-Security-Policy, no
-// framing, no MIME sniffing, a referrer policy (no-referrer on the e-mail link landing pages,
-// whose URLs carry a token), and HSTS over https. Pages are never cached.
+// SecurityHeaders sets the browser security headers (SetSecurityHeaders) on every answer that
+// passes through the middleware chain.
 func SecurityHeaders(secure bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		h := &c.Response().Header
-		h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-		if secure {
-			h.Set(fiber.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
-		}
-		switch KindOf(c) {
-		case APIPath:
-			h.Set(fiber.HeaderContentSecurityPolicy, apiSecurityPolicy)
-		case StaticPath:
-		default:
-			policy := contentSecurityPolicy
-			if secure {
-				policy += "; upgrade-insecure-requests"
-			}
-			h.Set(fiber.HeaderContentSecurityPolicy, policy)
-			h.Set(fiber.HeaderXFrameOptions, "DENY")
-			h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
-			h.Set(fiber.HeaderCacheControl, "no-store")
-			if p := normalizePagePath(c.Path()); p == "/auth/verify-email" || p == "/auth/restore-email" {
-				// These URLs carry a link token: it must not leak to anyone the page links to.
-				h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
-			} else {
-				h.Set(fiber.HeaderReferrerPolicy, "strict-origin-when-cross-origin")
-			}
-		}
+		SetSecurityHeaders(c, secure)
 		return c.Next()
+	}
+}
+
+// SetSecurityHeaders sets the browser security headers for c's kind of path: a strict
+// Content-Security-Policy, no framing, no MIME sniffing, a referrer policy (no-referrer on the
+// e-mail link landing pages, whose URLs carry a token), and HSTS over https. Pages are never
+// cached. It is the one list of them: the middleware chain sets them with SecurityHeaders, and
+// the answers to what the HTTP server refuses before the chain runs set them here.
+func SetSecurityHeaders(c *fiber.Ctx, secure bool) {
+	h := &c.Response().Header
+	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	if secure {
+		h.Set(fiber.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
+	}
+	switch KindOf(c) {
+	case APIPath:
+		h.Set(fiber.HeaderContentSecurityPolicy, apiSecurityPolicy)
+	case StaticPath:
+	default:
+		policy := contentSecurityPolicy
+		if secure {
+			policy += "; upgrade-insecure-requests"
+		}
+		h.Set(fiber.HeaderContentSecurityPolicy, policy)
+		h.Set(fiber.HeaderXFrameOptions, "DENY")
+		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+		h.Set(fiber.HeaderCacheControl, "no-store")
+		if p := normalizePagePath(c.Path()); p == "/auth/verify-email" || p == "/auth/restore-email" {
+			// These URLs carry a link token: it must not leak to anyone the page links to.
+			h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+		} else {
+			h.Set(fiber.HeaderReferrerPolicy, "strict-origin-when-cross-origin")
+		}
 	}
 }

@@ -39,8 +39,12 @@ func KindOfPath(path string) PathKind {
 	return PagePath
 }
 
-// KindOf is the kind of c's path.
+// KindOf is the kind of c's path, or APIPath for a request whose path the HTTP server lost before
+// the app saw it (see HookServer).
 func KindOf(c *fiber.Ctx) PathKind {
+	if c.Locals(pathLostKey{}) != nil {
+		return APIPath
+	}
 	return KindOfPath(c.Path())
 }
 
