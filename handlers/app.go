@@ -23,6 +23,11 @@ import (
 // BodyLimit is the largest request body accepted; larger ones get 413.
 const BodyLimit = 16 * 1024
 
+// errFraming refuses a request whose body length two HTTP servers could read differently
+// (middleware.Framing).
+var errFraming = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST",
+	"Ambiguous request framing: send one Content-Length, or Transfer-Encoding: chunked alone, and no folded header lines")
+
 // Deps are what the HTTP layer needs.
 type Deps struct {
 	Auth *auth.Service
@@ -96,6 +101,9 @@ func NewApp(d Deps) *fiber.App {
 	app.Use(ips.Handler())
 	app.Use(recover.New())
 	app.Use(middleware.SecurityHeaders(d.Secure))
+	// Early, but after the access log and the headers, so a refusal is logged and looks like
+	// every other answer.
+	app.Use(middleware.Framing(errFraming))
 	app.Use(func(c *fiber.Ctx) error {
 		// Compressed request bodies are refused: decompressing them would let a few hundred
 		// bytes on the wire expand far past BodyLimit. No client of this API compresses.

@@ -216,3 +216,86 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 	r.ExpectError(t, 400, "BAD_REQUEST")
 	expectAPIHeaders(t, r, "unknown method")
 }
+
+// Catalogue #118, ASVS 4.2.1: a request whose body length another server on the way could read
+// differently (request smuggling) is refused with 400 and the connection is closed, so what was
+// sent after it on the connection is never answered. Each request below is followed on the same
+// connection by a second one, which fasthttp would otherwise answer.
+func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T) {
+	e := apptest.New(t, apptest.SQLite)
+	const head = "POST /api/auth/sign-out HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	const chunkedBody = "2\r\n{}\r\n0\r\n\r\n"
+	const next = "GET /api/auth/ok HTTP/1.1\r\nHost: x\r\n\r\n"
+	for name, raw := range map[string]string{
+		"conflicting lengths": head + "Content-Length: 45\r\nContent-Length: 2\r\n\r\n{}",
+		"equal lengths":       head + "Content-Length: 2\r\ncontent-length: 2\r\n\r\n{}",
+		"length and chunked":  head + "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n" + chunkedBody,
+		"chunked and length":  head + "Transfer-Encoding: chunked\r\nContent-Length: 17\r\n\r\n" + chunkedBody,
+		"gzip, chunked":       head + "Transfer-Encoding: gzip, chunked\r\n\r\n" + chunkedBody,
+		"chunked twice":       head + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n" + chunkedBody,
+		"identity and length": head + "Transfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}",
+		"folded header":       head + "X-Note: a\r\n b\r\nContent-Length: 2\r\n\r\n{}",
+		"chunked in HTTP/1.0": strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + chunkedBody,
+	} {
+		conn, br := dial(t, e)
+		send(t, conn, raw+next)
+		resp, body := readAnswer(t, br, "POST")
+		r := &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		if r.Status != 400 || !resp.Close {
+			t.Fatalf("%s: %d, Connection %q; want 400 and the connection closed", name, r.Status, resp.Header.Get("Connection"))
+		}
+		r.ExpectError(t, 400, "BAD_REQUEST")
+		expectAPIHeaders(t, r, name)
+		expectClosed(t, br, name)
+	}
+	// What fasthttp refuses by itself never reaches the check, but ends the same way.
+	for name, raw := range map[string]string{
+		"empty length":       head + "Content-Length:\r\n\r\n",
+		"two values in one":  head + "Content-Length: 2, 2\r\n\r\n{}",
+		"space before colon": head + "Content-Length : 2\r\n\r\n{}",
+		"signed length":      head + "Content-Length: +2\r\n\r\n{}",
+		"broken chunk":       head + "Transfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n",
+	} {
+		conn, br := dial(t, e)
+		send(t, conn, raw+next)
+		resp, body := readAnswer(t, br, "POST")
+		if resp.StatusCode != 400 || !resp.Close {
+			t.Fatalf("%s: %d, Connection %q", name, resp.StatusCode, resp.Header.Get("Connection"))
+		}
+		expectAPIHeaders(t, &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, name)
+		expectClosed(t, br, name)
+	}
+	// A page gets the refusal too, as a page.
+	conn, br := dial(t, e)
+	send(t, conn, "POST /auth/code HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
+		"Content-Length: 2\r\nContent-Length: 2\r\n\r\nx="+next)
+	if resp, _ := readAnswer(t, br, "POST"); resp.StatusCode != 400 || !resp.Close {
+		t.Fatalf("a page: %d, Connection %q", resp.StatusCode, resp.Header.Get("Connection"))
+	}
+	expectClosed(t, br, "a page")
+	// Refusals are in the access log.
+	if logs := e.Logs.String(); !strings.Contains(logs, "path=/api/auth/sign-out status=400") {
+		t.Fatalf("no access-log line for a refusal:\n%s", logs)
+	}
+
+	// Unambiguous requests keep the connection: the second request on it is answered.
+	for name, raw := range map[string]string{
+		"length":  head + "Content-Length: 2\r\n\r\n{}",
+		"chunked": head + "Transfer-Encoding: Chunked\r\n\r\n" + chunkedBody,
+		"none":    "GET /api/auth/ok HTTP/1.1\r\nHost: x\r\n\r\n",
+	} {
+		conn, br := dial(t, e)
+		send(t, conn, raw+strings.Replace(next, "\r\n\r\n", "\r\nConnection: close\r\n\r\n", 1))
+		method := "POST"
+		if name == "none" {
+			method = "GET"
+		}
+		if first, body := readAnswer(t, br, method); first.StatusCode != 200 || first.Close {
+			t.Fatalf("%s: %d %s, Connection %q", name, first.StatusCode, body, first.Header.Get("Connection"))
+		}
+		if second, body := readAnswer(t, br, "GET"); second.StatusCode != 200 || string(body) != `{"ok":true}` {
+			t.Fatalf("%s, the pipelined request: %d %s", name, second.StatusCode, body)
+		}
+		expectClosed(t, br, name)
+	}
+}

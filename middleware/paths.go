@@ -54,9 +54,9 @@ func underFold(path, prefix string) bool {
 		(len(path) == len(prefix) || path[len(prefix)] == '/')
 }
 
-// equalFoldASCII reports whether a and b are equal with ASCII letters folded; lower must be lower
+// equalFoldASCII reports whether a equals lower with ASCII letters folded; lower must be lower
 // case already.
-func equalFoldASCII(a, lower string) bool {
+func equalFoldASCII[T string | []byte](a T, lower string) bool {
 	if len(a) != len(lower) {
 		return false
 	}
