@@ -106,8 +106,9 @@ func toAPIError(err error) (*apiError, bool) {
 
 // ErrorHandler writes the answer for an error returned by a handler or raised by the server:
 // JSON under /api (and for the probes, and for a request whose path the server lost), an error
-// page elsewhere, and for htmx requests a notice swapped into the page's alert region. Unexpected errors are logged with the request's id and
-// answered with a generic 500 that reveals nothing about the cause.
+// page elsewhere, and for htmx requests a notice swapped into the page's alert region. Unexpected
+// errors are logged with the request's id and answered with a generic 500 that reveals nothing
+// about the cause.
 func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := toAPIError(err)

@@ -37,11 +37,7 @@ func (g *PageGuard) DeclarePublic(path string) { g.declared[normalizePagePath(pa
 // normalizePagePath matches paths the way the router does (ASCII case folded with the router's
 // own function, trailing slashes ignored), so "/ACCOUNT/" gets the same decision as "/account".
 func normalizePagePath(p string) string {
-	p = utils.ToLower(p)
-	for len(p) > 1 && strings.HasSuffix(p, "/") {
-		p = p[:len(p)-1]
-	}
-	return p
+	return trimTrailingSlashes(utils.ToLower(p))
 }
 
 func underAny(p string, prefixes []string) bool {
@@ -165,7 +161,7 @@ func SetSecurityHeaders(c *fiber.Ctx, secure bool) {
 		h.Set(fiber.HeaderXFrameOptions, "DENY")
 		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
 		h.Set(fiber.HeaderCacheControl, "no-store")
-		if p := normalizePagePath(c.Path()); p == "/auth/verify-email" || p == "/auth/restore-email" {
+		if p := c.Path(); isPagePath(p, "/auth/verify-email") || isPagePath(p, "/auth/restore-email") {
 			// These URLs carry a link token: it must not leak to anyone the page links to.
 			h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 		} else {

@@ -30,9 +30,7 @@ func KindOfPath(path string) PathKind {
 	case underFold(path, "/static"):
 		return StaticPath
 	}
-	for len(path) > 1 && path[len(path)-1] == '/' {
-		path = path[:len(path)-1]
-	}
+	path = trimTrailingSlashes(path)
 	if equalFoldASCII(path, "/healthz") || equalFoldASCII(path, "/readyz") {
 		return ProbePath
 	}
@@ -46,6 +44,20 @@ func KindOf(c *fiber.Ctx) PathKind {
 		return APIPath
 	}
 	return KindOfPath(c.Path())
+}
+
+// isPagePath reports whether path is the page at page (lower case, no trailing slash), matched as
+// the router matches it.
+func isPagePath(path, page string) bool {
+	return equalFoldASCII(trimTrailingSlashes(path), page)
+}
+
+// trimTrailingSlashes drops the slashes that end path, as the router ignores them.
+func trimTrailingSlashes(path string) string {
+	for len(path) > 1 && path[len(path)-1] == '/' {
+		path = path[:len(path)-1]
+	}
+	return path
 }
 
 // underFold reports whether path is prefix or below it ("/api", "/api/…"), ASCII case folded.
