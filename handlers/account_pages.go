@@ -51,14 +51,11 @@ func (h *pagesHandler) verifyEmailPage(c *fiber.Ctx) error {
 
 // confirmEmailChange is POST /auth/verify-email: the button of the link's page.
 func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
 	if err != nil {
 		return err
 	}
-	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.FormValue("token"), st)
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), formValue(c, "token"), st)
 	p, perr := h.page(c, "Confirm your new e-mail address")
 	if perr != nil {
 		return perr
@@ -76,7 +73,7 @@ func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
 		h.sessions.Issue(c, &updated, true)
 		p.User = &views.User{Email: user.Email, Name: user.Name}
 	}
-	if cb := c.FormValue("callbackURL"); cb != "" && h.origins.SafeRedirect(cb) {
+	if cb := formValue(c, "callbackURL"); cb != "" && h.origins.SafeRedirect(cb) {
 		return c.Redirect(cb, fiber.StatusSeeOther)
 	}
 	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
@@ -105,10 +102,7 @@ func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
 // restoreEmail is POST /auth/restore-email: the address comes back and every session ends,
 // this browser's included.
 func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
-	user, err := h.auth.RestoreEmail(c.UserContext(), c.FormValue("token"))
+	user, err := h.auth.RestoreEmail(c.UserContext(), formValue(c, "token"))
 	p := views.Page{Title: "Restore your e-mail address", SiteName: h.siteName}
 	if err != nil {
 		msg, status, known := linkFailure(err)
@@ -127,15 +121,12 @@ func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
 
 // requestEmailChange is POST /account/email: a confirmation link goes to the new address.
 func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
 	}
 	a := views.Account{Email: st.User.Email, Name: st.User.Name}
-	newEmail := c.FormValue("newEmail")
+	newEmail := formValue(c, "newEmail")
 	err = h.auth.RequestEmailChangeLink(c.UserContext(), st, newEmail, "/account")
 	status := fiber.StatusOK
 	var limited *auth.RateLimitError
@@ -165,14 +156,11 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 // browser is signed out with every other, and the person lands on /auth/account-deleted. A
 // session too old for it (auth.FreshAge) gets the account page asking to sign in again.
 func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
 	}
-	if c.FormValue("confirm") != "yes" {
+	if formValue(c, "confirm") != "yes" {
 		return h.accountWith(c, fiber.StatusUnprocessableEntity, views.Account{
 			Email: st.User.Email, Name: st.User.Name, DeleteError: "Tick the box to confirm that you want to delete your account.",
 		})

@@ -23,6 +23,11 @@ import (
 // BodyLimit is the largest request body accepted; larger ones get 413.
 const BodyLimit = 16 * 1024
 
+// errFraming refuses a request whose body length two HTTP servers could read differently
+// (middleware.Framing).
+var errFraming = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST",
+	"Ambiguous request framing: send one Content-Length, or Transfer-Encoding: chunked alone, and no folded header lines")
+
 // Deps are what the HTTP layer needs.
 type Deps struct {
 	Auth *auth.Service
@@ -60,6 +65,13 @@ func NewApp(d Deps) *fiber.App {
 		siteName = "codeauth"
 	}
 	errorHandler := ErrorHandler(log, siteName)
+	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
+	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no
+	// middleware has seen: it gets the security headers here, from the same list.
+	serverErrors := func(c *fiber.Ctx, err error) error {
+		middleware.SetSecurityHeaders(c, d.Secure)
+		return errorHandler(c, err)
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "codeauth",
 		BodyLimit:             BodyLimit,
@@ -70,8 +82,9 @@ func NewApp(d Deps) *fiber.App {
 		DisableStartupMessage: true,
 		// No route accepts multipart bodies; never parse them.
 		DisablePreParseMultipartForm: true,
-		ErrorHandler:                 errorHandler,
+		ErrorHandler:                 serverErrors,
 	})
+	middleware.HookServer(app.Server())
 
 	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
 	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
@@ -91,6 +104,9 @@ func NewApp(d Deps) *fiber.App {
 	app.Use(ips.Handler())
 	app.Use(recover.New())
 	app.Use(middleware.SecurityHeaders(d.Secure))
+	// Early, but after the access log and the headers, so a refusal is logged and looks like
+	// every other answer.
+	app.Use(middleware.Framing(errFraming))
 	app.Use(func(c *fiber.Ctx) error {
 		// Compressed request bodies are refused: decompressing them would let a few hundred
 		// bytes on the wire expand far past BodyLimit. No client of this API compresses.
@@ -134,28 +150,32 @@ func NewApp(d Deps) *fiber.App {
 	app.Use(compress.New(compress.Config{
 		Level: compress.LevelBestSpeed,
 		Next: func(c *fiber.Ctx) bool {
-			return strings.HasPrefix(c.Path(), "/api/") || strings.HasPrefix(c.Path(), "/static/")
+			kind := middleware.KindOf(c)
+			return kind == middleware.APIPath || kind == middleware.StaticPath
 		},
 	}))
 	app.Use(guard.Handler())
-	public := func(method, path string, handlers ...fiber.Handler) {
+	app.Use(requireForms)
+	// public declares a page public where its route is registered. The routes go through app.Get,
+	// which also answers HEAD like GET without the body, and app.Post.
+	public := func(path string) string {
 		guard.DeclarePublic(path)
-		app.Add(method, path, handlers...)
+		return path
 	}
 	formLimit := limiter.Limit(middleware.RuleDefault)
-	public(fiber.MethodGet, "/", pages.home)
-	public(fiber.MethodGet, "/auth/sign-in", pages.signInPage(views.ModeSignIn))
-	public(fiber.MethodGet, "/auth/sign-up", pages.signInPage(views.ModeSignUp))
-	public(fiber.MethodPost, "/auth/code", formLimit, limiter.Limit(middleware.RuleSendCode), pages.sendCode)
-	public(fiber.MethodPost, "/auth/verify", formLimit, limiter.Limit(middleware.RuleSignIn), pages.verify)
-	public(fiber.MethodPost, "/auth/sign-out", formLimit, pages.signOut)
-	public(fiber.MethodGet, "/checkout/success", pages.checkout)
-	public(fiber.MethodPost, "/checkout/claim", formLimit, pages.claim)
-	public(fiber.MethodGet, "/auth/verify-email", pages.verifyEmailPage)
-	public(fiber.MethodPost, "/auth/verify-email", formLimit, limiter.Limit(middleware.RuleSignIn), pages.confirmEmailChange)
-	public(fiber.MethodGet, "/auth/restore-email", pages.restoreEmailPage)
-	public(fiber.MethodPost, "/auth/restore-email", formLimit, limiter.Limit(middleware.RuleSignIn), pages.restoreEmail)
-	public(fiber.MethodGet, "/auth/account-deleted", pages.accountDeleted)
+	app.Get(public("/"), pages.home)
+	app.Get(public("/auth/sign-in"), pages.signInPage(views.ModeSignIn))
+	app.Get(public("/auth/sign-up"), pages.signInPage(views.ModeSignUp))
+	app.Post(public("/auth/code"), formLimit, limiter.Limit(middleware.RuleSendCode), pages.sendCode)
+	app.Post(public("/auth/verify"), formLimit, limiter.Limit(middleware.RuleSignIn), pages.verify)
+	app.Post(public("/auth/sign-out"), formLimit, pages.signOut)
+	app.Get(public("/checkout/success"), pages.checkout)
+	app.Post(public("/checkout/claim"), formLimit, pages.claim)
+	app.Get(public("/auth/verify-email"), pages.verifyEmailPage)
+	app.Post(public("/auth/verify-email"), formLimit, limiter.Limit(middleware.RuleSignIn), pages.confirmEmailChange)
+	app.Get(public("/auth/restore-email"), pages.restoreEmailPage)
+	app.Post(public("/auth/restore-email"), formLimit, limiter.Limit(middleware.RuleSignIn), pages.restoreEmail)
+	app.Get(public("/auth/account-deleted"), pages.accountDeleted)
 	app.Get("/account", pages.account)
 	app.Post("/account/name", formLimit, pages.updateName)
 	app.Post("/account/consent", formLimit, pages.grantConsent)

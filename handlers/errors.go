@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 
 	"codeauth/auth"
 	"codeauth/middleware"
@@ -116,9 +115,10 @@ func toAPIError(err error) (*apiError, bool) {
 const unavailableRetryAfter = "5"
 
 // ErrorHandler writes the answer for an error returned by a handler or raised by the server:
-// JSON under /api (and for the probes), an error page elsewhere, and for htmx requests a notice
-// swapped into the page's alert region. Unexpected errors are logged with the request's id and
-// answered with a generic 500 that reveals nothing about the cause.
+// JSON under /api (and for the probes, and for a request whose path the server lost), an error
+// page elsewhere, and for htmx requests a notice swapped into the page's alert region. Unexpected
+// errors are logged with the request's id and answered with a generic 500 that reveals nothing
+// about the cause.
 func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := toAPIError(err)
@@ -137,9 +137,7 @@ func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 			c.Set("X-Retry-After", secs)
 			c.Set(fiber.HeaderRetryAfter, secs)
 		}
-		// A 431 is raised before the request is read, so it has no path to go by: JSON.
-		if p := c.Path(); strings.HasPrefix(p, "/api/") || p == "/api" || p == "/healthz" || p == "/readyz" ||
-			answer.Status == fiber.StatusRequestHeaderFieldsTooLarge {
+		if kind := middleware.KindOf(c); kind == middleware.APIPath || kind == middleware.ProbePath {
 			return c.Status(answer.Status).JSON(errorBody{Message: answer.Message, Code: answer.Code})
 		}
 		message := pageMessage(answer, limited)

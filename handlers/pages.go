@@ -55,22 +55,38 @@ func (h *pagesHandler) page(c *fiber.Ctx, title string) (views.Page, error) {
 	return p, nil
 }
 
-// requireForm accepts the bodies HTML forms send; anything else is 415.
-func requireForm(c *fiber.Ctx) error {
-	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
-	if err != nil || mt != fiber.MIMEApplicationForm {
-		return newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Forms must be sent as application/x-www-form-urlencoded")
+// errNotAForm refuses a page POST whose body is not an HTML form.
+var errNotAForm = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Forms must be sent as application/x-www-form-urlencoded")
+
+// requireForms refuses with 415, before any handler runs, a POST to a page whose body is not
+// application/x-www-form-urlencoded, which every form of the pages sends (htmx included). It
+// guards every POST outside the API rather than a list of routes, so a form route added later
+// cannot forget it: a text/plain or multipart body, which any site's form can send without a
+// preflight, never reaches a handler that changes something.
+func requireForms(c *fiber.Ctx) error {
+	if c.Method() == fiber.MethodPost && middleware.KindOf(c) == middleware.PagePath {
+		if mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType)); err != nil || mt != fiber.MIMEApplicationForm {
+			return errNotAForm
+		}
 	}
-	return nil
+	return c.Next()
+}
+
+// formValue reads a field of the form body, and only of the body: fasthttp's FormValue looks in
+// the query string first, which would let "POST /auth/verify?otp=…" sign in with a code carried in
+// the URL (into logs, histories and Referer headers) and let a query override what the form sent
+// (catalogue #67, #112; ASVS 14.2.1, 15.3.7). Every page handler reads its fields here.
+func formValue(c *fiber.Ctx, name string) string {
+	return string(c.Request().PostArgs().Peek(name))
 }
 
 // entryFromForm reads the code-entry component's context back from its form.
 func entryFromForm(c *fiber.Ctx) views.Entry {
 	return views.Entry{
-		Mode:     views.ParseMode(c.FormValue("mode")),
-		Redirect: middleware.SafeNext(c.FormValue("redirect")),
-		Purchase: purchaseParam(c.FormValue("purchase")),
-		Email:    strings.TrimSpace(c.FormValue("email")),
+		Mode:     views.ParseMode(formValue(c, "mode")),
+		Redirect: middleware.SafeNext(formValue(c, "redirect")),
+		Purchase: purchaseParam(formValue(c, "purchase")),
+		Email:    strings.TrimSpace(formValue(c, "email")),
 	}
 }
 
@@ -140,11 +156,8 @@ func (h *pagesHandler) renderEntry(c *fiber.Ctx, status int, e views.Entry) erro
 
 // sendCode is POST /auth/code: step one of the component, and its resend button.
 func (h *pagesHandler) sendCode(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	e := entryFromForm(c)
-	resend := c.FormValue("resend") == "1"
+	resend := formValue(c, "resend") == "1"
 	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
 	var limited *auth.RateLimitError
 	switch {
@@ -180,14 +193,11 @@ func retryText(e *auth.RateLimitError) string {
 // verify is POST /auth/verify: the code step. A wrong code stays on the step with a message and
 // an empty input; success opens the session and either emits "verified" (htmx) or redirects.
 func (h *pagesHandler) verify(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	e := entryFromForm(c)
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: e.Email, Code: c.FormValue("otp"),
+		Email: e.Email, Code: formValue(c, "otp"),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
@@ -235,7 +245,7 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 	// Without JavaScript the server does what the page script would.
 	switch e.Mode {
 	case views.ModeSignUp:
-		if c.FormValue("marketingOptIn") == "on" {
+		if formValue(c, "marketingOptIn") == "on" {
 			// Best effort: a failed grant never undoes the sign-up.
 			_ = h.auth.GrantMarketingConsent(c.UserContext(), res.User.ID, h.evidence(c, "/auth/sign-up"))
 		}
@@ -290,14 +300,11 @@ func (h *pagesHandler) signedIn(c *fiber.Ctx) (*auth.SessionState, error) {
 
 // updateName is POST /account/name.
 func (h *pagesHandler) updateName(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
 	}
-	name := c.FormValue("name")
+	name := formValue(c, "name")
 	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, auth.UserUpdate{Name: &name})
 	a := views.Account{Email: st.User.Email, Name: name}
 	var fe *auth.FieldError
@@ -392,14 +399,11 @@ func (h *pagesHandler) renderCheckout(c *fiber.Ctx, status int, purchaseID strin
 // claim is POST /checkout/claim: links the purchase to the signed-in account when the account's
 // address is the one it was bought with.
 func (h *pagesHandler) claim(c *fiber.Ctx) error {
-	if err := requireForm(c); err != nil {
-		return err
-	}
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
 	}
-	id := purchaseParam(c.FormValue("purchase"))
+	id := purchaseParam(formValue(c, "purchase"))
 	purchase, err := h.auth.ClaimPurchase(c.UserContext(), st.User, id)
 	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil}
 	if err != nil {

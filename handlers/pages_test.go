@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -78,10 +79,13 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success",
 		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted"} {
-		if !public[want] {
-			t.Fatalf("%s is not public", want)
+		// HEAD is answered like GET.
+		head := "HEAD " + strings.TrimPrefix(want, "GET ")
+		if !public[want] || !public[head] {
+			t.Fatalf("%s or %s is not public", want, head)
 		}
 		delete(public, want)
+		delete(public, head)
 	}
 	// The public form posts answer for themselves (a wrong body, a missing session).
 	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim",
@@ -121,21 +125,30 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 }
 
-// Catalogue F55, F57: the redirect target of the sign-in pages is a plain relative path or
-// nothing.
+// Catalogue F55, F57, ASVS 3.7.2: the redirect target of the sign-in pages is a plain relative
+// path or nothing, dot segments included ("/.//evil.test" is "//evil.test" once a browser has
+// resolved it): on the page, after verifying without JavaScript, and for someone already signed in.
 func TestPages_RedirectParameterIsSafe(t *testing.T) {
 	e := apptest.New(t, apptest.SQLite)
-	for _, v := range []string{"//evil.test", "https://evil.test", "/\\evil.test", "javascript:alert(1)"} {
+	signedIn := e.SignIn("someone@example.com")
+	for i, v := range middleware.OpenRedirectVectors {
 		r := e.Get("/auth/sign-in?redirect=" + url.QueryEscape(v))
-		if r.Status != 200 || strings.Contains(string(r.Body), "evil.test") || strings.Contains(string(r.Body), "javascript:") {
+		if r.Status != 200 || strings.Contains(string(r.Body), "evil") || strings.Contains(string(r.Body), "javascript:") ||
+			strings.Contains(string(r.Body), `name="redirect" value="/`) {
 			t.Fatalf("redirect=%q: %d, kept in the page", v, r.Status)
 		}
 		// Posted directly without JavaScript, it is dropped too.
-		code := e.SendCode("alice@example.com")
-		form := url.Values{"email": {"alice@example.com"}, "otp": {code}, "mode": {"sign-in"}, "redirect": {v}}
+		email := fmt.Sprintf("user%d@example.com", i)
+		code := e.SendCode(email)
+		form := url.Values{"email": {email}, "otp": {code}, "mode": {"sign-in"}, "redirect": {v}}
 		r = e.Do(apptest.Request{Method: "POST", Path: "/auth/verify", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
 			t.Fatalf("verify with redirect=%q: %d to %q", v, r.Status, r.Header.Get("Location"))
+		}
+		// Someone signed in goes straight on, to the account page rather than the target.
+		r = e.Do(apptest.Request{Path: "/auth/sign-in?redirect=" + url.QueryEscape(v), Cookies: signedIn.Cookies()})
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/account" {
+			t.Fatalf("signed in, redirect=%q: %d to %q", v, r.Status, r.Header.Get("Location"))
 		}
 	}
 }

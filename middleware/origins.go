@@ -122,8 +122,8 @@ func (o *Origins) Trusted(s string) bool {
 
 // SafeRedirect reports whether target may be redirected to: a trusted origin, or a plain
 // relative path. Relative paths must start with a single "/" followed by letters, digits and
-// -._+/@ only, with an optional query of those and =&%; so "//evil", "/\evil", "/%2f%2fevil" and
-// "/..%2f" are all refused.
+// -._+/@ only, with an optional query of those and =&%, and have no "." or ".." segment; so
+// "//evil", "/\evil", "/%2f%2fevil", "/..%2f" and "/.//evil" are all refused.
 func (o *Origins) SafeRedirect(target string) bool {
 	if strings.HasPrefix(target, "/") {
 		return safeRelativePath(target)
@@ -150,7 +150,24 @@ func safeRelativePath(s string) bool {
 			return false
 		}
 	}
-	return true
+	// Browsers remove dot segments before they follow a path (RFC 3986 5.2.4), so the path they
+	// go to is not the one judged above: "/.//evil.test" becomes "//evil.test", another host for
+	// anything that reads it as a URL again. No page links with them, so they are refused rather
+	// than resolved.
+	path, _, _ := strings.Cut(s, "?")
+	return !hasDotSegment(path)
+}
+
+// hasDotSegment reports whether the URL path p has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for p != "" {
+		var segment string
+		segment, p, _ = strings.Cut(p, "/")
+		if segment == "." || segment == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckOrigin returns the origin and CSRF check for state-changing requests (anything but GET,

@@ -51,7 +51,8 @@ func TestTrusted_CustomSchemes(t *testing.T) {
 // origins are allowed.
 func TestSafeRedirect(t *testing.T) {
 	o := testOrigins()
-	for _, s := range []string{"/", "/account", "/account?tab=x&y=1", "/a/b-c_d.e+f@g", "https://app.example.com/welcome", "myapp://callback/done"} {
+	for _, s := range []string{"/", "/account", "/account?tab=x&y=1", "/a/b-c_d.e+f@g", "/a/.b/c..", "/a/...", "/a?x=/../",
+		"https://app.example.com/welcome", "myapp://callback/done"} {
 		if !o.SafeRedirect(s) {
 			t.Errorf("SafeRedirect(%q) = false", s)
 		}
@@ -59,6 +60,27 @@ func TestSafeRedirect(t *testing.T) {
 	for _, s := range OpenRedirectVectors {
 		if o.SafeRedirect(s) {
 			t.Errorf("SafeRedirect(%q) = true", s)
+		}
+	}
+}
+
+// Catalogue F55, ASVS 3.7.2: the pages' own redirect targets (the sign-in page's ?redirect=, the
+// guard's way back) follow the same rule: a vector is dropped, never kept.
+func TestSafeNext(t *testing.T) {
+	for _, s := range []string{"/", "/account", "/account?tab=x&y=1", "/a/.b"} {
+		if got := SafeNext(s); got != s {
+			t.Errorf("SafeNext(%q) = %q", s, got)
+		}
+	}
+	for _, s := range OpenRedirectVectors {
+		if got := SafeNext(s); got != "" {
+			t.Errorf("SafeNext(%q) = %q, want it dropped", s, got)
+		}
+		if got := SignInURL(s); got != SignInPath {
+			t.Errorf("SignInURL(%q) = %q, want %q", s, got, SignInPath)
+		}
+		if got := ReauthURL(s); got != SignInPath+"?"+ReauthParam+"=1" {
+			t.Errorf("ReauthURL(%q) = %q", s, got)
 		}
 	}
 }
@@ -89,6 +111,11 @@ func FuzzSafeRedirect(f *testing.F) {
 		case "https", "http":
 			if !allowed[target.Scheme+"://"+target.Host] || target.User != nil {
 				t.Fatalf("accepted %q, which leads to %s", s, target)
+			}
+			// A path the browser makes "//host" is another host to whatever reads it again as a
+			// URL (a redirect parameter passed on, a client-side router).
+			if strings.HasPrefix(s, "/") && strings.HasPrefix(target.Path, "//") {
+				t.Fatalf("accepted %q, which the browser resolves to the path %q", s, target.Path)
 			}
 		case "myapp":
 			if target.Host != "callback" {

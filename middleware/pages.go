@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 )
 
 // SignInPath is where people without a session are sent.
@@ -16,9 +17,6 @@ var (
 	publicPrefixes = []string{"/auth", "/ai", "/blog", "/checkout", "/docs", "/templates"}
 	publicExact    = []string{"/", "/contact", "/roadmap", "/changelog"}
 )
-
-// notPages are served by their own rules: the JSON API answers 401, assets and probes are open.
-var notPages = []string{"/api", "/static", "/healthz", "/readyz"}
 
 // PageGuard makes pages private by default: a request for any page that is not public, without a
 // session, is sent to the sign-in page with a redirect back to where it was going.
@@ -36,14 +34,10 @@ func NewPageGuard(s *Sessions) *PageGuard {
 // when they are registered, so the decision comes from the route, not from guessing.
 func (g *PageGuard) DeclarePublic(path string) { g.declared[normalizePagePath(path)] = true }
 
-// normalizePagePath matches paths the way the router does (case-insensitive, a trailing slash
-// ignored), so "/ACCOUNT/" gets the same decision as "/account".
+// normalizePagePath matches paths the way the router does (ASCII case folded with the router's
+// own function, trailing slashes ignored), so "/ACCOUNT/" gets the same decision as "/account".
 func normalizePagePath(p string) string {
-	p = strings.ToLower(p)
-	for len(p) > 1 && strings.HasSuffix(p, "/") {
-		p = p[:len(p)-1]
-	}
-	return p
+	return trimTrailingSlashes(utils.ToLower(p))
 }
 
 func underAny(p string, prefixes []string) bool {
@@ -74,8 +68,8 @@ func (g *PageGuard) IsPublic(path string) bool {
 // a fragment.
 func (g *PageGuard) Handler() fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		p := normalizePagePath(c.Path())
-		if underAny(p, notPages) || g.IsPublic(p) {
+		// The API answers 401 by itself; assets and probes are open.
+		if KindOf(c) != PagePath || g.IsPublic(c.Path()) {
 			return c.Next()
 		}
 		st, err := g.sessions.Resolve(c, Options{})
@@ -134,37 +128,44 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 // apiSecurityPolicy is for JSON answers, which are never to be rendered or framed.
 const apiSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
 
-// SecurityHeaders sets the browser security headers: a strict Content-Security-Policy, no
-// framing, no MIME sniffing, a referrer policy (no-referrer on the e-mail link landing pages,
-// whose URLs carry a token), and HSTS over https. Pages are never cached.
+// SecurityHeaders sets the browser security headers (SetSecurityHeaders) on every answer that
+// passes through the middleware chain.
 func SecurityHeaders(secure bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		h := &c.Response().Header
-		h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-		if secure {
-			h.Set(fiber.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
-		}
-		p := normalizePagePath(c.Path())
-		switch {
-		case underAny(p, []string{"/api"}):
-			h.Set(fiber.HeaderContentSecurityPolicy, apiSecurityPolicy)
-		case underAny(p, []string{"/static"}):
-		default:
-			policy := contentSecurityPolicy
-			if secure {
-				policy += "; upgrade-insecure-requests"
-			}
-			h.Set(fiber.HeaderContentSecurityPolicy, policy)
-			h.Set(fiber.HeaderXFrameOptions, "DENY")
-			h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
-			h.Set(fiber.HeaderCacheControl, "no-store")
-			if p == "/auth/verify-email" || p == "/auth/restore-email" {
-				// These URLs carry a link token: it must not leak to anyone the page links to.
-				h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
-			} else {
-				h.Set(fiber.HeaderReferrerPolicy, "strict-origin-when-cross-origin")
-			}
-		}
+		SetSecurityHeaders(c, secure)
 		return c.Next()
+	}
+}
+
+// SetSecurityHeaders sets the browser security headers for c's kind of path: a strict
+// Content-Security-Policy, no framing, no MIME sniffing, a referrer policy (no-referrer on the
+// e-mail link landing pages, whose URLs carry a token), and HSTS over https. Pages are never
+// cached. It is the one list of them: the middleware chain sets them with SecurityHeaders, and
+// the answers to what the HTTP server refuses before the chain runs set them here.
+func SetSecurityHeaders(c *fiber.Ctx, secure bool) {
+	h := &c.Response().Header
+	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	if secure {
+		h.Set(fiber.HeaderStrictTransportSecurity, "max-age=31536000; includeSubDomains")
+	}
+	switch KindOf(c) {
+	case APIPath:
+		h.Set(fiber.HeaderContentSecurityPolicy, apiSecurityPolicy)
+	case StaticPath:
+	default:
+		policy := contentSecurityPolicy
+		if secure {
+			policy += "; upgrade-insecure-requests"
+		}
+		h.Set(fiber.HeaderContentSecurityPolicy, policy)
+		h.Set(fiber.HeaderXFrameOptions, "DENY")
+		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
+		h.Set(fiber.HeaderCacheControl, "no-store")
+		if p := c.Path(); isPagePath(p, "/auth/verify-email") || isPagePath(p, "/auth/restore-email") {
+			// These URLs carry a link token: it must not leak to anyone the page links to.
+			h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
+		} else {
+			h.Set(fiber.HeaderReferrerPolicy, "strict-origin-when-cross-origin")
+		}
 	}
 }

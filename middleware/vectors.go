@@ -21,4 +21,16 @@ var OpenRedirectVectors = []string{
 	"https:evil.test",
 	"///evil.test",
 	"/%09/evil.test",
+	// Dot segments, which browsers resolve before following: "/.//evil.test" becomes
+	// "//evil.test" (catalogue F55, ASVS 3.7.2).
+	"/.//evil.test",
+	"/./evil",
+	"/a/../../evil",
+	"/a/..//evil.test",
+	"/.",
+	"/..",
+	"/a/.",
+	"/a/..",
+	"/./?x=1",
+	"/../evil?next=/ok",
 }
