@@ -33,10 +33,17 @@ const (
 const (
 	// MaxAttempts is how many deliveries a message gets before it is given up.
 	MaxAttempts = 20
-	// lease is how long a worker owns a message it is delivering; a worker that dies releases it
-	// by letting the lease run out.
-	lease = time.Minute
-	// sendTimeout bounds one hand-over to the provider.
+	// lease is how long a claim, and then each heartbeat, lets a worker own the messages it is
+	// delivering. A worker that dies releases them by letting the lease run out, so it is short:
+	// another instance takes such a message over within lease. A worker that is alive extends
+	// it every heartbeat while it delivers, so a slow send keeps it however long it takes. Leases
+	// are compared across instances, whose clocks must agree to well within it (NTP does).
+	lease = 10 * time.Second
+	// heartbeat is how often, in real time, a delivery still under way extends its lease: three
+	// times per lease, so one late or failed beat (a slow database) does not lose it.
+	heartbeat = lease / 3
+	// sendTimeout bounds one hand-over to the provider. It may exceed lease: heartbeats keep
+	// the message leased meanwhile.
 	sendTimeout = 20 * time.Second
 	// pollInterval is how often the worker looks for due messages queued by other instances, or
 	// due for a retry, when nothing wakes it.
@@ -72,6 +79,8 @@ type Outbox struct {
 	// refusedKeyRetry is how long a message keeps being retried, attempts not counted, while the
 	// provider refuses the service's credentials (CredentialsError).
 	refusedKeyRetry time.Duration
+	// beat is how often a delivery extends its lease: heartbeat, but in tests.
+	beat time.Duration
 }
 
 // NewOutbox returns an outbox on db delivering through mailer the drafts it renders with compose;
@@ -93,7 +102,7 @@ func NewOutbox(db *gorm.DB, mailer Mailer, compose Composer, key []byte, refused
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{db: db, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry}, nil
+	return &Outbox{db: db, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -185,13 +194,14 @@ const sendParallelism = 8
 func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	var report DeliveryReport
 	for ctx.Err() == nil {
-		batch, err := o.claim(ctx)
+		batch, held, err := o.claim(ctx)
 		if err != nil {
 			return report, err
 		}
 		if len(batch) == 0 {
 			return report, nil
 		}
+		stopBeating := o.keepLeased(ctx, held)
 		full := len(batch) == batchSize
 		outcomes := make([]outcome, len(batch))
 		errs := make([]error, len(batch))
@@ -211,7 +221,7 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 			}(i)
 		}
 		wg.Wait()
-		if err := o.record(ctx, batch, outcomes, errs); err != nil {
+		if err := o.record(ctx, batch, outcomes, errs, stopBeating()); err != nil {
 			return report, err
 		}
 		for _, oc := range outcomes {
@@ -266,10 +276,33 @@ const (
 	outcomeAbandoned
 )
 
+// hold is a worker's lease on the messages of a batch it claimed: the locked_until it set on them
+// and the ids of those it still holds. The value fences workers off each other: a claim takes only
+// messages whose lease ended by its now, and sets now+lease, later than any lease the message had
+// before. So a worker that finds its own value on a message it holds still holds it, and one
+// whose lease ran out while it was paused (and the message was claimed again) finds another value
+// there and leaves the message to its new holder. A heartbeat keeps only the ids it extended: the
+// value it sets may equal one a new holder set at the same instant on a message it lost. (Times
+// are stored to the microsecond on both databases, as clock gives them, so they compare exactly.)
+type hold struct {
+	until time.Time
+	ids   []string
+}
+
+// holds reports whether h still holds the message id.
+func (h hold) holds(id string) bool {
+	for _, held := range h.ids {
+		if held == id {
+			return true
+		}
+	}
+	return false
+}
+
 // claim takes a lease on up to batchSize due messages with one conditional UPDATE, so that only
 // one worker anywhere gets each. On PostgreSQL, rows another worker is claiming are skipped
 // rather than waited for.
-func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
+func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
 	skipLocked := ""
 	if o.db.Dialector.Name() == "postgres" {
@@ -283,9 +316,61 @@ func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
 		now.Add(lease), now, now, batchSize, now)
 	if err != nil {
-		return nil, fmt.Errorf("mail: claiming messages: %w", err)
+		return nil, hold{}, fmt.Errorf("mail: claiming messages: %w", err)
 	}
-	return batch, nil
+	h := hold{until: now.Add(lease), ids: make([]string, len(batch))}
+	for i, row := range batch {
+		h.ids[i] = row.ID
+	}
+	return batch, h, nil
+}
+
+// keepLeased extends the lease h every beat while the batch is delivered, until the returned
+// function is called, which returns the lease as it then stands. A batch delivered within a beat
+// costs a timer that never fires; a longer one, one UPDATE per beat.
+func (o *Outbox) keepLeased(ctx context.Context, h hold) (stop func() hold) {
+	var mu sync.Mutex
+	stopped := false
+	var timer *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(o.beat, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		h = o.extend(ctx, h)
+		timer.Reset(o.beat)
+	})
+	return func() hold {
+		// Waits for a heartbeat under way, whose result is the lease now held.
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+		return h
+	}
+}
+
+// extend moves the lease h on to now+lease, on the messages it still holds, and returns the
+// lease held afterwards. When it cannot reach the database the lease stays as it was, to be
+// extended at the next beat if it has not run out by then.
+func (o *Outbox) extend(ctx context.Context, h hold) hold {
+	if len(h.ids) == 0 {
+		return h
+	}
+	until := o.clock().Add(lease)
+	var kept []string
+	err := o.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
+		until, h.ids, h.until).Scan(&kept).Error
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
+		}
+		return h
+	}
+	return hold{until: until, ids: kept}
 }
 
 // send hands one claimed message to the mailer.
@@ -322,21 +407,30 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	return outcomeFailed, err
 }
 
-// record writes the results of a batch: the sent ones in one statement, the others each with
-// their reason and, for failures, the time of the next attempt.
-func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error) error {
+// record writes the results of a batch delivered under the lease h: the sent ones in one
+// statement, the others each with their reason and, for failures, the time of the next attempt.
+// A message sent is recorded whether or not h still holds it: it went out. Any other result is
+// only recorded while h holds the message; otherwise another worker took it over when h ran out
+// (this one was paused past it), and what becomes of it is that worker's to record.
+func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
 	var sent []string
 	for i, row := range batch {
-		switch outcomes[i] {
-		case outcomeSent:
+		if outcomes[i] == outcomeSent {
 			sent = append(sent, row.ID)
+			continue
+		}
+		if !h.holds(row.ID) {
+			o.log.WarnContext(ctx, "outbox: the lease of a message ran out while it was being delivered; another worker has it", "kind", row.Kind, "id", row.ID)
+			continue
+		}
+		switch outcomes[i] {
 		case outcomeAbandoned:
-			if err := o.finish(ctx, row.ID, statusAbandoned, errs[i].Error()); err != nil {
+			if err := o.finish(ctx, row.ID, h, statusAbandoned, errs[i].Error()); err != nil {
 				return err
 			}
 		case outcomeFailed:
 			next := o.clock().Add(Backoff(row.Attempts))
-			if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ?", row.ID, statusPending).
+			if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", row.ID, statusPending, h.until).
 				Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
 				return fmt.Errorf("mail: rescheduling: %w", err)
 			}
@@ -354,15 +448,15 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 	return nil
 }
 
-// finish records a final status and drops the payload: a delivered or abandoned message keeps
-// no secret.
-func (o *Outbox) finish(ctx context.Context, id, status, reason string) error {
+// finish records a final status of a message held under h and drops the payload: a delivered or
+// abandoned message keeps no secret.
+func (o *Outbox) finish(ctx context.Context, id string, h hold, status, reason string) error {
 	changes := map[string]any{"status": status, "payload": []byte{}, "locked_until": nil, "last_error": truncate(reason, 500)}
 	if status == statusSent {
 		now := o.clock()
 		changes["sent_at"] = now
 	}
-	if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ?", id, statusPending).
+	if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", id, statusPending, h.until).
 		Updates(changes).Error; err != nil {
 		return fmt.Errorf("mail: recording delivery: %w", err)
 	}
