@@ -11,7 +11,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// JobPruneThrottle is the scheduled task that removes expired throttle rows, codes and sessions.
+// JobPruneThrottle is the scheduled task that removes expired throttle rows, codes and sessions,
+// and old records of e-mail given up.
 const JobPruneThrottle = "auth:prune-throttle"
 
 // NightlyHour is when the nightly jobs run, in the server's local time zone (TZ).
@@ -22,17 +23,18 @@ type PruneResult struct {
 	Throttles     int64
 	Verifications int64
 	Sessions      int64
-	// Outbox counts e-mails delivered or given up more than OutboxRetention ago.
+	// Outbox counts records of e-mails given up more than OutboxRetention ago.
 	Outbox int64
 }
 
-// OutboxRetention is how long the delivery record of an e-mail is kept; its content is dropped
-// as soon as it is delivered.
-const OutboxRetention = 30 * 24 * time.Hour
+// OutboxRetention is how long the record of an e-mail given up (its kind, recipient and the
+// provider's last error, without the content) is kept for operators. Delivered e-mails leave no
+// record.
+const OutboxRetention = 7 * 24 * time.Hour
 
 // PruneExpired deletes throttle counters whose window has passed, codes past their expiry,
-// sessions past their idle or absolute expiry, and old delivery records. Live rows are never
-// touched.
+// sessions past their idle or absolute expiry, and records of e-mail given up more than
+// OutboxRetention ago. Live rows are never touched.
 func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	now := s.now()
 	var r PruneResult
@@ -55,7 +57,7 @@ func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	if err != nil {
 		return PruneResult{}, fmt.Errorf("auth: pruning: %w", err)
 	}
-	if r.Outbox, err = s.outbox.PruneDelivered(ctx, now.Add(-OutboxRetention)); err != nil {
+	if r.Outbox, err = s.outbox.PruneGivenUp(ctx, now.Add(-OutboxRetention)); err != nil {
 		return r, fmt.Errorf("auth: pruning the outbox: %w", err)
 	}
 	return r, nil

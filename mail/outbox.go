@@ -19,12 +19,14 @@ import (
 	"gorm.io/gorm"
 )
 
-// Outbox statuses. Queries on pending rows write the status as a literal (pendingSQL), not a
-// parameter, so that PostgreSQL's generic plans of prepared statements can use the partial index
-// on pending rows.
+// Outbox statuses. A message is pending until it is delivered, dropped or given up; delivered and
+// dropped messages are deleted, so the only other status is that of the record of a message given
+// up (versions before these deletions also kept delivered messages, as "sent", and the prune of
+// records removes those too). Queries on pending rows write the status as a literal (pendingSQL),
+// not a parameter, so that PostgreSQL's generic plans of prepared statements can use the partial
+// index on pending rows.
 const (
 	statusPending   = "pending"
-	statusSent      = "sent"
 	statusAbandoned = "abandoned"
 	pendingSQL      = "status = '" + statusPending + "'"
 )
@@ -127,9 +129,9 @@ func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 	}
 	if opts.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
-		if err := models.Later(tx, `UPDATE outbox SET status = ?, payload = ?, last_error = ?
+		if err := models.Later(tx, `DELETE FROM outbox
  WHERE supersede = ? AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)`,
-			statusAbandoned, []byte{}, errSuperseded.Error(), opts.Supersede, now); err != nil {
+			opts.Supersede, now); err != nil {
 			return fmt.Errorf("mail: superseding: %w", err)
 		}
 	}
@@ -179,9 +181,10 @@ func (o *Outbox) Run(ctx context.Context) {
 	}
 }
 
-// DeliveryReport counts what one pass of DeliverDue did.
+// DeliveryReport counts what one pass of DeliverDue did: messages delivered, failed (to be
+// retried), given up, and dropped unsent (replaced by a newer code, or expired).
 type DeliveryReport struct {
-	Sent, Failed, Abandoned int
+	Sent, Failed, Abandoned, Dropped int
 }
 
 // sendParallelism is how many messages of a batch are handed to the mailer at once.
@@ -232,6 +235,8 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 				report.Failed++
 			case outcomeAbandoned:
 				report.Abandoned++
+			case outcomeDropped:
+				report.Dropped++
 			}
 		}
 		if !full {
@@ -243,11 +248,11 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	return report, ctx.Err()
 }
 
-// errSuperseded is the reason recorded for a message a newer one replaced before it went out.
+// errSuperseded is why a message a newer one replaced is dropped before it goes out.
 var errSuperseded = errors.New("superseded")
 
 // dropSuperseded marks every message of batch that a newer message of the same batch supersedes
-// as abandoned, so that of several codes for one address claimed together only the live one is
+// as dropped, so that of several codes for one address claimed together only the live one is
 // sent, and the last code a person receives is always the one that works.
 func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []error) {
 	newest := map[string]int{}
@@ -260,10 +265,10 @@ func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []err
 		case !seen:
 			newest[row.Supersede] = i
 		case row.CreatedAt.After(batch[j].CreatedAt):
-			outcomes[j], errs[j] = outcomeAbandoned, errSuperseded
+			outcomes[j], errs[j] = outcomeDropped, errSuperseded
 			newest[row.Supersede] = i
 		default:
-			outcomes[i], errs[i] = outcomeAbandoned, errSuperseded
+			outcomes[i], errs[i] = outcomeDropped, errSuperseded
 		}
 	}
 }
@@ -273,7 +278,12 @@ type outcome int
 const (
 	outcomeSent outcome = iota + 1
 	outcomeFailed
+	// outcomeAbandoned is a message given up: no retry can deliver it. Its record stays a while,
+	// for operators.
 	outcomeAbandoned
+	// outcomeDropped is a message no longer worth sending (a newer code replaced it, or it
+	// expired): nobody needs to know of it, so it goes without a trace.
+	outcomeDropped
 )
 
 // hold is a worker's lease on the messages of a batch it claimed: the locked_until it set on them
@@ -376,7 +386,7 @@ func (o *Outbox) extend(ctx context.Context, h hold) hold {
 // send hands one claimed message to the mailer.
 func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, error) {
 	if row.ExpiresAt != nil && !o.clock().Before(*row.ExpiresAt) {
-		return outcomeAbandoned, errors.New("expired before it could be delivered")
+		return outcomeDropped, errors.New("expired before it could be delivered")
 	}
 	m, err := o.open(row)
 	if err != nil {
@@ -407,13 +417,17 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	return outcomeFailed, err
 }
 
-// record writes the results of a batch delivered under the lease h: the sent ones in one
-// statement, the others each with their reason and, for failures, the time of the next attempt.
-// A message sent is recorded whether or not h still holds it: it went out. Any other result is
-// only recorded while h holds the message; otherwise another worker took it over when h ran out
-// (this one was paused past it), and what becomes of it is that worker's to record.
+// record writes the results of a batch delivered under the lease h: the sent ones are deleted
+// in one statement, the dropped ones in another, the others updated each with their reason and,
+// for failures, the time of the next attempt. A message sent is deleted whether or not h still
+// holds it: it went out. Any other result is only recorded while h holds the message; otherwise
+// another worker took it over when h ran out (this one was paused past it), and what becomes of
+// it is that worker's to record.
+//
+// A delivered message is deleted, not kept: until it is recorded its id is the provider's
+// idempotency key for a retry after a lost answer, and once it is recorded nothing reads it.
 func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
-	var sent []string
+	var sent, dropped []string
 	for i, row := range batch {
 		if outcomes[i] == outcomeSent {
 			sent = append(sent, row.ID)
@@ -423,42 +437,37 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 			o.log.WarnContext(ctx, "outbox: the lease of a message ran out while it was being delivered; another worker has it", "kind", row.Kind, "id", row.ID)
 			continue
 		}
+		held := func() *gorm.DB {
+			return o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", row.ID, statusPending, h.until)
+		}
 		switch outcomes[i] {
+		case outcomeDropped:
+			dropped = append(dropped, row.ID)
 		case outcomeAbandoned:
-			if err := o.finish(ctx, row.ID, h, statusAbandoned, errs[i].Error()); err != nil {
-				return err
+			// The record of a message given up keeps what an operator needs to know, and no
+			// secret: the payload goes (it may hold a live code), and so does the supersede key,
+			// which nothing reads once the message has left the queue.
+			if err := held().Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "supersede": "", "locked_until": nil,
+				"last_error": truncate(errs[i].Error(), 500), "given_up_at": o.clock()}).Error; err != nil {
+				return fmt.Errorf("mail: recording a message given up: %w", err)
 			}
 		case outcomeFailed:
 			next := o.clock().Add(Backoff(row.Attempts))
-			if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", row.ID, statusPending, h.until).
-				Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
+			if err := held().Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
 				return fmt.Errorf("mail: rescheduling: %w", err)
 			}
 		}
 	}
-	if len(sent) == 0 {
-		return nil
+	if len(dropped) > 0 {
+		if err := o.db.WithContext(ctx).Where("id IN ? AND status = ? AND locked_until = ?", dropped, statusPending, h.until).
+			Delete(&models.OutboxMessage{}).Error; err != nil {
+			return fmt.Errorf("mail: dropping messages: %w", err)
+		}
 	}
-	now := o.clock()
-	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id IN ? AND status = ?", sent, statusPending).
-		Updates(map[string]any{"status": statusSent, "payload": []byte{}, "locked_until": nil, "sent_at": now, "last_error": ""}).Error
-	if err != nil {
-		return fmt.Errorf("mail: recording deliveries: %w", err)
-	}
-	return nil
-}
-
-// finish records a final status of a message held under h and drops the payload: a delivered or
-// abandoned message keeps no secret.
-func (o *Outbox) finish(ctx context.Context, id string, h hold, status, reason string) error {
-	changes := map[string]any{"status": status, "payload": []byte{}, "locked_until": nil, "last_error": truncate(reason, 500)}
-	if status == statusSent {
-		now := o.clock()
-		changes["sent_at"] = now
-	}
-	if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", id, statusPending, h.until).
-		Updates(changes).Error; err != nil {
-		return fmt.Errorf("mail: recording delivery: %w", err)
+	if len(sent) > 0 {
+		if err := o.db.WithContext(ctx).Where("id IN ?", sent).Delete(&models.OutboxMessage{}).Error; err != nil {
+			return fmt.Errorf("mail: recording deliveries: %w", err)
+		}
 	}
 	return nil
 }
@@ -524,15 +533,16 @@ func (o *Outbox) Due(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// ForgetDelivered deletes, inside tx, the records of messages to the recipients that were
-// delivered or given up; messages still waiting are left to be delivered.
-func ForgetDelivered(tx *gorm.DB, recipients []string) error {
-	return tx.Where("recipient IN ? AND status <> ?", recipients, statusPending).Delete(&models.OutboxMessage{}).Error
+// ForgetGivenUp deletes, inside tx, the records of messages to the recipients that were given up
+// (delivered ones are gone already); messages still waiting are left to be delivered.
+func ForgetGivenUp(tx *gorm.DB, recipients []string) error {
+	return tx.Where("recipient IN ? AND NOT "+pendingSQL, recipients).Delete(&models.OutboxMessage{}).Error
 }
 
-// PruneDelivered deletes messages delivered or given up before cutoff (their payloads are gone
-// already; the rows only keep the delivery history).
-func (o *Outbox) PruneDelivered(ctx context.Context, cutoff time.Time) (int64, error) {
-	res := o.db.WithContext(ctx).Where("status <> ? AND created_at < ?", statusPending, cutoff).Delete(&models.OutboxMessage{})
+// PruneGivenUp deletes the records of messages given up before cutoff. Records without the time
+// they were given up (an earlier version's, delivered ones included) go by the time they were
+// queued.
+func (o *Outbox) PruneGivenUp(ctx context.Context, cutoff time.Time) (int64, error) {
+	res := o.db.WithContext(ctx).Where("NOT "+pendingSQL+" AND COALESCE(given_up_at, created_at) < ?", cutoff).Delete(&models.OutboxMessage{})
 	return res.RowsAffected, res.Error
 }
