@@ -539,10 +539,13 @@ func ForgetGivenUp(tx *gorm.DB, recipients []string) error {
 	return tx.Where("recipient IN ? AND NOT "+pendingSQL, recipients).Delete(&models.OutboxMessage{}).Error
 }
 
-// PruneGivenUp deletes the records of messages given up before cutoff. Records without the time
-// they were given up (an earlier version's, delivered ones included) go by the time they were
-// queued.
-func (o *Outbox) PruneGivenUp(ctx context.Context, cutoff time.Time) (int64, error) {
-	res := o.db.WithContext(ctx).Where("NOT "+pendingSQL+" AND COALESCE(given_up_at, created_at) < ?", cutoff).Delete(&models.OutboxMessage{})
+// PruneGivenUp deletes at most limit records of messages given up before cutoff, and returns
+// how many it deleted; the caller repeats it until fewer than limit go, so that a large backlog
+// is deleted in short statements. Records without the time they were given up (an earlier
+// version's, delivered ones included) go by the time they were queued. A record never changes,
+// so the rows picked need no second look.
+func (o *Outbox) PruneGivenUp(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	res := o.db.WithContext(ctx).Exec(`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
+ WHERE NOT `+pendingSQL+` AND COALESCE(given_up_at, created_at) < ? LIMIT ?)`, cutoff, limit)
 	return res.RowsAffected, res.Error
 }
