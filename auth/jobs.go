@@ -55,7 +55,7 @@ const OutboxRetention = 7 * 24 * time.Hour
 func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	now := s.now()
 	db := s.db.WithContext(ctx)
-	// exec returns a batch of query, whose arguments are now, the batch's size and now again.
+	// exec deletes a batch with query, whose arguments are now, the batch's size and now again.
 	exec := func(query string) func(limit int) (int64, error) {
 		return func(limit int) (int64, error) {
 			res := db.Exec(query, now, limit, now)

@@ -211,13 +211,14 @@ func TestPruneExpired_LeavesACounterThatStartedAgain(t *testing.T) {
 	if err := tx.Exec(`UPDATE auth_throttle SET count = 1, reset_at = ?, updated_at = ? WHERE key = ?`, now.Add(auth.SendWindow), now, "send:k").Error; err != nil {
 		t.Fatal(err)
 	}
-	pruned := make(chan auth.PruneResult, 1)
+	type result struct {
+		auth.PruneResult
+		err error
+	}
+	pruned := make(chan result, 1)
 	go func() {
 		r, err := e.Auth.PruneExpired(context.Background())
-		if err != nil {
-			t.Error(err)
-		}
-		pruned <- r
+		pruned <- result{r, err}
 	}()
 	for stop := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		var waiting int64
@@ -234,8 +235,8 @@ func TestPruneExpired_LeavesACounterThatStartedAgain(t *testing.T) {
 	}
 	select {
 	case r := <-pruned:
-		if r.Throttles != 0 {
-			t.Fatalf("the prune deleted %d counters", r.Throttles)
+		if r.err != nil || r.Throttles != 0 {
+			t.Fatalf("the prune deleted %d counters, %v", r.Throttles, r.err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("waited in vain for the prune")

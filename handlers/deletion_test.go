@@ -61,8 +61,8 @@ func TestDeletion_GraceAndRestore(t *testing.T) {
 
 // The nightly purge removes accounts past their grace period with their sessions, address-change
 // codes, restore links, records of e-mail given up, preferences and consent records; purchases
-// stay, unlinked. A sign-in code asked for just before, and still waiting to go out, is delivered, and
-// signing in with it makes a new account.
+// stay, unlinked. A sign-in code asked for just before, and still waiting to go out, is delivered,
+// and signing in with it makes a new account.
 func TestDeletion_Purge(t *testing.T) {
 	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
 		gone := e.SignIn("gone@example.com")
