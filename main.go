@@ -2,7 +2,9 @@
 //
 //	codeauth                      run the HTTP service (same as "codeauth serve")
 //	codeauth migrate              create or update the database schema, then exit
-//	codeauth auth:prune-throttle  remove expired throttle rows, codes and sessions once, then exit
+//	codeauth auth:prune-throttle  remove expired rows (throttle counters, codes, sessions, old
+//	                              records of e-mail given up) once, then exit
+//	                              (the server does it every 10 minutes)
 //	codeauth auth:purge-accounts  remove deleted accounts past their grace period once, then exit
 //
 // Configuration comes from the environment; see README.md.
@@ -122,9 +124,9 @@ func run(args []string) int {
 	return 0
 }
 
-// runJobOnce runs one nightly job now, unless another instance is running it.
+// runJobOnce runs one scheduled job now, unless another instance is running it.
 func runJobOnce(ctx context.Context, svc *auth.Service, log *slog.Logger, name string) int {
-	for _, job := range svc.NightlyJobs() {
+	for _, job := range append([]auth.Job{svc.PruneJob()}, svc.NightlyJobs()...) {
 		if job.Name != name {
 			continue
 		}
@@ -201,6 +203,7 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 			}
 		}()
 	}
+	go svc.RunEvery(ctx, auth.PruneInterval, svc.PruneJob())
 	go svc.RunNightly(ctx, svc.NightlyJobs())
 	// The outbox worker outlives the listener a little: it stops after the in-flight requests,
 	// finishing the message it is sending.

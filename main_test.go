@@ -313,7 +313,7 @@ func TestBetterAuthClientConformance(t *testing.T) {
 	}
 }
 
-// `codeauth auth:prune-throttle` and `codeauth auth:purge-accounts` run a nightly job once.
+// `codeauth auth:prune-throttle` and `codeauth auth:purge-accounts` run a scheduled job once.
 func TestBinary_JobSubcommands(t *testing.T) {
 	for _, db := range []string{apptest.SQLite, apptest.Postgres} {
 		t.Run(db, func(t *testing.T) {

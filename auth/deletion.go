@@ -100,8 +100,8 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 }
 
 // PurgeDeletedAccounts removes the accounts deleted longer ago than the grace period, with their
-// sessions, address-change codes, restore links, record of e-mail sent, preferences and consent
-// records. Purchases are kept, unlinked.
+// sessions, address-change codes, restore links, records of e-mail given up, preferences and
+// consent records. Purchases are kept, unlinked.
 func (s *Service) PurgeDeletedAccounts(ctx context.Context) (int64, error) {
 	cutoff := s.now().Add(-s.deletionGrace)
 	var ids []string
@@ -149,10 +149,11 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 			return 0, err
 		}
 	}
-	// The record of e-mail sent to the account's address goes with it; e-mail still waiting may
-	// be a sign-in code just asked for, and is left to be delivered. (Notices to its former
-	// addresses, which may belong to other accounts now, are left to the outbox's own retention.)
-	if err := mail.ForgetDelivered(tx, emails); err != nil {
+	// The records of e-mail to the account's address that could not be delivered go with it
+	// (delivered e-mail leaves none); e-mail still waiting may be a sign-in code just asked for,
+	// and is left to be delivered. (Notices to its former addresses, which may belong to other
+	// accounts now, are left to the outbox's own retention.)
+	if err := mail.ForgetGivenUp(tx, emails); err != nil {
 		return 0, fmt.Errorf("auth: purging the record of e-mail: %w", err)
 	}
 	if err := tx.Model(&models.Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {

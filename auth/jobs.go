@@ -3,60 +3,93 @@ package auth
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
-
-	"codeauth/models"
 
 	"gorm.io/gorm"
 )
 
-// JobPruneThrottle is the scheduled task that removes expired throttle rows, codes and sessions.
+// JobPruneThrottle is the scheduled task that removes expired throttle rows, codes and sessions,
+// and old records of e-mail given up.
 const JobPruneThrottle = "auth:prune-throttle"
+
+// PruneInterval is how often the server runs JobPruneThrottle: rows are gone minutes after they
+// expire, and each run has little to delete.
+const PruneInterval = 10 * time.Minute
 
 // NightlyHour is when the nightly jobs run, in the server's local time zone (TZ).
 const NightlyHour = 3
 
-// PruneResult counts the rows a prune removed.
+// pruneBatch is the most rows one statement of the prune deletes. A backlog (a first run on a
+// large database, an instance that was down) is deleted in statements this size, each committed
+// on its own, so none holds many row locks, or SQLite's write lock, for long.
+const pruneBatch = 1000
+
+// PruneResult counts the rows a prune removed, and the statements it took.
 type PruneResult struct {
 	Throttles     int64
 	Verifications int64
 	Sessions      int64
-	// Outbox counts e-mails delivered or given up more than OutboxRetention ago.
+	// Outbox counts records of e-mails given up more than OutboxRetention ago.
 	Outbox int64
+	// Statements counts the DELETE statements run, each removing at most a batch.
+	Statements int
 }
 
-// OutboxRetention is how long the delivery record of an e-mail is kept; its content is dropped
-// as soon as it is delivered.
-const OutboxRetention = 30 * 24 * time.Hour
+// OutboxRetention is how long the record of an e-mail given up (its kind, recipient and the
+// provider's last error, without the content) is kept for operators. Delivered e-mails leave no
+// record.
+const OutboxRetention = 7 * 24 * time.Hour
 
 // PruneExpired deletes throttle counters whose window has passed, codes past their expiry,
-// sessions past their idle or absolute expiry, and old delivery records. Live rows are never
-// touched.
+// sessions past their expiry, and records of e-mail given up more than OutboxRetention ago, each
+// in statements of at most a batch of rows. Live rows are never touched.
+//
+// Each statement picks a batch of expired rows and deletes those that are still expired: on
+// PostgreSQL a row picked may change before the statement locks it (a throttle counter whose
+// window passed starts a new one in the same row), and the condition is checked again on the row
+// it then finds, so a live row is never deleted. A session's expiry is never later than its
+// absolute cap (creating and refreshing a session both clamp it), so expires_at alone, which is
+// indexed, finds every session that has ended, without reading the whole table at each run.
 func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	now := s.now()
-	var r PruneResult
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Where("reset_at <= ?", now).Delete(&models.AuthThrottle{})
-		if res.Error != nil {
-			return res.Error
+	db := s.db.WithContext(ctx)
+	// exec deletes a batch with query, whose arguments are now, the batch's size and now again.
+	exec := func(query string) func(limit int) (int64, error) {
+		return func(limit int) (int64, error) {
+			res := db.Exec(query, now, limit, now)
+			return res.RowsAffected, res.Error
 		}
-		r.Throttles = res.RowsAffected
-		if res = tx.Where("expires_at <= ?", now).Delete(&models.Verification{}); res.Error != nil {
-			return res.Error
-		}
-		r.Verifications = res.RowsAffected
-		if res = tx.Where("expires_at <= ? OR absolute_expires_at <= ?", now, now).Delete(&models.Session{}); res.Error != nil {
-			return res.Error
-		}
-		r.Sessions = res.RowsAffected
-		return nil
-	})
-	if err != nil {
-		return PruneResult{}, fmt.Errorf("auth: pruning: %w", err)
 	}
-	if r.Outbox, err = s.outbox.PruneDelivered(ctx, now.Add(-OutboxRetention)); err != nil {
-		return r, fmt.Errorf("auth: pruning the outbox: %w", err)
+	var r PruneResult
+	tables := []struct {
+		name    string
+		deleted *int64
+		delete  func(limit int) (int64, error)
+	}{
+		{"throttle counters", &r.Throttles, exec(`DELETE FROM auth_throttle
+ WHERE key IN (SELECT key FROM auth_throttle WHERE reset_at <= ? LIMIT ?) AND reset_at <= ?`)},
+		{"codes", &r.Verifications, exec(`DELETE FROM verifications
+ WHERE id IN (SELECT id FROM verifications WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`)},
+		{"sessions", &r.Sessions, exec(`DELETE FROM sessions
+ WHERE id IN (SELECT id FROM sessions WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`)},
+		{"the outbox", &r.Outbox, func(limit int) (int64, error) {
+			return s.outbox.PruneGivenUp(ctx, now.Add(-OutboxRetention), limit)
+		}},
+	}
+	for _, t := range tables {
+		for {
+			n, err := t.delete(s.pruneBatch)
+			r.Statements++
+			*t.deleted += n
+			if err != nil {
+				return r, fmt.Errorf("auth: pruning %s: %w", t.name, err)
+			}
+			if n < int64(s.pruneBatch) {
+				break
+			}
+		}
 	}
 	return r, nil
 }
@@ -67,18 +100,22 @@ type Job struct {
 	Run  func(context.Context) error
 }
 
+// PruneJob is the task JobPruneThrottle, which the server runs every PruneInterval.
+func (s *Service) PruneJob() Job {
+	return Job{Name: JobPruneThrottle, Run: func(ctx context.Context) error {
+		r, err := s.PruneExpired(ctx)
+		if err == nil {
+			s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle, "throttles", r.Throttles,
+				"codes", r.Verifications, "sessions", r.Sessions, "e-mails", r.Outbox, "statements", r.Statements)
+		}
+		return err
+	}}
+}
+
 // NightlyJobs are the tasks the server runs every night, on one schedule and under the same
 // kind of lock.
 func (s *Service) NightlyJobs() []Job {
 	return []Job{
-		{Name: JobPruneThrottle, Run: func(ctx context.Context) error {
-			r, err := s.PruneExpired(ctx)
-			if err == nil {
-				s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle,
-					"throttles", r.Throttles, "codes", r.Verifications, "sessions", r.Sessions, "e-mails", r.Outbox)
-			}
-			return err
-		}},
 		{Name: JobPurgeAccounts, Run: func(ctx context.Context) error {
 			n, err := s.PurgeDeletedAccounts(ctx)
 			if err == nil {
@@ -152,21 +189,50 @@ func NextNightly(t time.Time) time.Time {
 func (s *Service) RunNightly(ctx context.Context, jobs []Job) {
 	for {
 		now := time.Now()
-		timer := time.NewTimer(NextNightly(now).Sub(now))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !sleepUntil(ctx, NextNightly(now).Sub(now)) {
 			return
-		case <-timer.C:
 		}
 		for _, job := range jobs {
-			ran, err := s.RunExclusive(ctx, job)
-			switch {
-			case err != nil:
-				s.log.ErrorContext(ctx, "nightly job failed", "job", job.Name, "error", err)
-			case !ran:
-				s.log.InfoContext(ctx, "nightly job skipped: another instance runs it", "job", job.Name)
-			}
+			s.runScheduled(ctx, job, slog.LevelInfo)
 		}
+	}
+}
+
+// RunEvery runs job every interval until ctx ends, at the times that are whole multiples of it
+// (…:00, …:10, …:20 for 10 minutes). Each run goes through RunExclusive. The instances of a fleet
+// tick together, so one of them takes the lock and the others, finding it taken, skip; one that
+// comes after the run finds little left to do.
+func (s *Service) RunEvery(ctx context.Context, interval time.Duration, job Job) {
+	for {
+		now := time.Now()
+		if !sleepUntil(ctx, now.Truncate(interval).Add(interval).Sub(now)) {
+			return
+		}
+		// Skipping is the normal case for all instances but one: not worth a line.
+		s.runScheduled(ctx, job, slog.LevelDebug)
+	}
+}
+
+// sleepUntil waits d, and reports false if ctx ended first.
+func sleepUntil(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// runScheduled runs job through RunExclusive, logging a failure, and at skipped the run
+// another instance had.
+func (s *Service) runScheduled(ctx context.Context, job Job, skipped slog.Level) {
+	ran, err := s.RunExclusive(ctx, job)
+	switch {
+	case err != nil:
+		s.log.ErrorContext(ctx, "scheduled job failed", "job", job.Name, "error", err)
+	case !ran:
+		s.log.Log(ctx, skipped, "scheduled job skipped: another instance runs it", "job", job.Name)
 	}
 }

@@ -61,6 +61,8 @@ type Service struct {
 	jobLocks sync.Map
 	// jobStarted, when set by tests, is called once a job holds its lock.
 	jobStarted func(name string)
+	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
+	pruneBatch int
 }
 
 // New builds a Service.
@@ -86,6 +88,7 @@ func New(opts Options) (*Service, error) {
 		clock:         opts.Now,
 		log:           opts.Logger,
 		revoked:       newRevocations(),
+		pruneBatch:    pruneBatch,
 	}
 	if s.clock == nil {
 		s.clock = time.Now

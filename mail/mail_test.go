@@ -272,7 +272,7 @@ func TestDropSuperseded(t *testing.T) {
 		switch {
 		case outcomes[i] == 0 && errs[i] == nil:
 			kept = append(kept, row.ID)
-		case outcomes[i] == outcomeAbandoned && errors.Is(errs[i], errSuperseded):
+		case outcomes[i] == outcomeDropped && errors.Is(errs[i], errSuperseded):
 		default:
 			t.Fatalf("%s: outcome %d, error %v", row.ID, outcomes[i], errs[i])
 		}

@@ -19,12 +19,14 @@ import (
 	"gorm.io/gorm"
 )
 
-// Outbox statuses. Queries on pending rows write the status as a literal (pendingSQL), not a
-// parameter, so that PostgreSQL's generic plans of prepared statements can use the partial index
-// on pending rows.
+// Outbox statuses. A message is pending until it is delivered, dropped or given up; delivered and
+// dropped messages are deleted, so the only other status is that of the record of a message given
+// up (versions before these deletions also kept delivered messages, as "sent", and the prune of
+// records removes those too). Queries on pending rows write the status as a literal (pendingSQL),
+// not a parameter, so that PostgreSQL's generic plans of prepared statements can use the partial
+// index on pending rows.
 const (
 	statusPending   = "pending"
-	statusSent      = "sent"
 	statusAbandoned = "abandoned"
 	pendingSQL      = "status = '" + statusPending + "'"
 )
@@ -33,10 +35,17 @@ const (
 const (
 	// MaxAttempts is how many deliveries a message gets before it is given up.
 	MaxAttempts = 20
-	// lease is how long a worker owns a message it is delivering; a worker that dies releases it
-	// by letting the lease run out.
-	lease = time.Minute
-	// sendTimeout bounds one hand-over to the provider.
+	// lease is how long a claim, and then each heartbeat, lets a worker own the messages it is
+	// delivering. A worker that dies releases them by letting the lease run out, so it is short:
+	// another instance takes such a message over within lease. A worker that is alive extends
+	// it every heartbeat while it delivers, so a slow send keeps it however long it takes. Leases
+	// are compared across instances, whose clocks must agree to well within it (NTP does).
+	lease = 10 * time.Second
+	// heartbeat is how often, in real time, a delivery still under way extends its lease: three
+	// times per lease, so one late or failed beat (a slow database) does not lose it.
+	heartbeat = lease / 3
+	// sendTimeout bounds one hand-over to the provider. It may exceed lease: heartbeats keep
+	// the message leased meanwhile.
 	sendTimeout = 20 * time.Second
 	// pollInterval is how often the worker looks for due messages queued by other instances, or
 	// due for a retry, when nothing wakes it.
@@ -72,6 +81,8 @@ type Outbox struct {
 	// refusedKeyRetry is how long a message keeps being retried, attempts not counted, while the
 	// provider refuses the service's credentials (CredentialsError).
 	refusedKeyRetry time.Duration
+	// beat is how often a delivery extends its lease: heartbeat, but in tests.
+	beat time.Duration
 }
 
 // NewOutbox returns an outbox on db delivering through mailer the drafts it renders with compose;
@@ -93,7 +104,7 @@ func NewOutbox(db *gorm.DB, mailer Mailer, compose Composer, key []byte, refused
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{db: db, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry}, nil
+	return &Outbox{db: db, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -124,9 +135,9 @@ func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 	}
 	if opts.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
-		if err := models.Later(tx, `UPDATE outbox SET status = ?, payload = ?, last_error = ?
+		if err := models.Later(tx, `DELETE FROM outbox
  WHERE supersede = ? AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)`,
-			statusAbandoned, []byte{}, errSuperseded.Error(), opts.Supersede, now); err != nil {
+			opts.Supersede, now); err != nil {
 			return fmt.Errorf("mail: superseding: %w", err)
 		}
 	}
@@ -176,9 +187,10 @@ func (o *Outbox) Run(ctx context.Context) {
 	}
 }
 
-// DeliveryReport counts what one pass of DeliverDue did.
+// DeliveryReport counts what one pass of DeliverDue did: messages delivered, failed (to be
+// retried), given up, and dropped unsent (replaced by a newer code, or expired).
 type DeliveryReport struct {
-	Sent, Failed, Abandoned int
+	Sent, Failed, Abandoned, Dropped int
 }
 
 // sendParallelism is how many messages of a batch are handed to the mailer at once.
@@ -191,13 +203,14 @@ const sendParallelism = 8
 func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	var report DeliveryReport
 	for ctx.Err() == nil {
-		batch, err := o.claim(ctx)
+		batch, held, err := o.claim(ctx)
 		if err != nil {
 			return report, err
 		}
 		if len(batch) == 0 {
 			return report, nil
 		}
+		stopBeating := o.keepLeased(ctx, held)
 		full := len(batch) == batchSize
 		outcomes := make([]outcome, len(batch))
 		errs := make([]error, len(batch))
@@ -217,7 +230,7 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 			}(i)
 		}
 		wg.Wait()
-		if err := o.record(ctx, batch, outcomes, errs); err != nil {
+		if err := o.record(ctx, batch, outcomes, errs, stopBeating()); err != nil {
 			return report, err
 		}
 		for _, oc := range outcomes {
@@ -228,6 +241,8 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 				report.Failed++
 			case outcomeAbandoned:
 				report.Abandoned++
+			case outcomeDropped:
+				report.Dropped++
 			}
 		}
 		if !full {
@@ -239,11 +254,11 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	return report, ctx.Err()
 }
 
-// errSuperseded is the reason recorded for a message a newer one replaced before it went out.
+// errSuperseded is why a message a newer one replaced is dropped before it goes out.
 var errSuperseded = errors.New("superseded")
 
 // dropSuperseded marks every message of batch that a newer message of the same batch supersedes
-// as abandoned, so that of several codes for one address claimed together only the live one is
+// as dropped, so that of several codes for one address claimed together only the live one is
 // sent, and the last code a person receives is always the one that works.
 func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []error) {
 	newest := map[string]int{}
@@ -256,10 +271,10 @@ func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []err
 		case !seen:
 			newest[row.Supersede] = i
 		case row.CreatedAt.After(batch[j].CreatedAt):
-			outcomes[j], errs[j] = outcomeAbandoned, errSuperseded
+			outcomes[j], errs[j] = outcomeDropped, errSuperseded
 			newest[row.Supersede] = i
 		default:
-			outcomes[i], errs[i] = outcomeAbandoned, errSuperseded
+			outcomes[i], errs[i] = outcomeDropped, errSuperseded
 		}
 	}
 }
@@ -269,13 +284,41 @@ type outcome int
 const (
 	outcomeSent outcome = iota + 1
 	outcomeFailed
+	// outcomeAbandoned is a message given up: no retry can deliver it. Its record stays a while,
+	// for operators.
 	outcomeAbandoned
+	// outcomeDropped is a message no longer worth sending (a newer code replaced it, or it
+	// expired): nobody needs to know of it, so it goes without a trace.
+	outcomeDropped
 )
+
+// hold is a worker's lease on the messages of a batch it claimed: the locked_until it set on them
+// and the ids of those it still holds. The value fences workers off each other: a claim takes only
+// messages whose lease ended by its now, and sets now+lease, later than any lease the message had
+// before. So a worker that finds its own value on a message it holds still holds it, and one
+// whose lease ran out while it was paused (and the message was claimed again) finds another value
+// there and leaves the message to its new holder. A heartbeat keeps only the ids it extended: the
+// value it sets may equal one a new holder set at the same instant on a message it lost. (Times
+// are stored to the microsecond on both databases, as clock gives them, so they compare exactly.)
+type hold struct {
+	until time.Time
+	ids   []string
+}
+
+// holds reports whether h still holds the message id.
+func (h hold) holds(id string) bool {
+	for _, held := range h.ids {
+		if held == id {
+			return true
+		}
+	}
+	return false
+}
 
 // claim takes a lease on up to batchSize due messages with one conditional UPDATE, so that only
 // one worker anywhere gets each. On PostgreSQL, rows another worker is claiming are skipped
 // rather than waited for.
-func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
+func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
 	skipLocked := ""
 	if o.db.Dialector.Name() == "postgres" {
@@ -289,15 +332,67 @@ func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, error) {
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
 		now.Add(lease), now, now, batchSize, now)
 	if err != nil {
-		return nil, fmt.Errorf("mail: claiming messages: %w", err)
+		return nil, hold{}, fmt.Errorf("mail: claiming messages: %w", err)
 	}
-	return batch, nil
+	h := hold{until: now.Add(lease), ids: make([]string, len(batch))}
+	for i, row := range batch {
+		h.ids[i] = row.ID
+	}
+	return batch, h, nil
+}
+
+// keepLeased extends the lease h every beat while the batch is delivered, until the returned
+// function is called, which returns the lease as it then stands. A batch delivered within a beat
+// costs a timer that never fires; a longer one, one UPDATE per beat.
+func (o *Outbox) keepLeased(ctx context.Context, h hold) (stop func() hold) {
+	var mu sync.Mutex
+	stopped := false
+	var timer *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(o.beat, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		h = o.extend(ctx, h)
+		timer.Reset(o.beat)
+	})
+	return func() hold {
+		// Waits for a heartbeat under way, whose result is the lease now held.
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+		return h
+	}
+}
+
+// extend moves the lease h on to now+lease, on the messages it still holds, and returns the
+// lease held afterwards. When it cannot reach the database the lease stays as it was, to be
+// extended at the next beat if it has not run out by then.
+func (o *Outbox) extend(ctx context.Context, h hold) hold {
+	if len(h.ids) == 0 {
+		return h
+	}
+	until := o.clock().Add(lease)
+	var kept []string
+	err := o.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
+		until, h.ids, h.until).Scan(&kept).Error
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
+		}
+		return h
+	}
+	return hold{until: until, ids: kept}
 }
 
 // send hands one claimed message to the mailer.
 func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, error) {
 	if row.ExpiresAt != nil && !o.clock().Before(*row.ExpiresAt) {
-		return outcomeAbandoned, errors.New("expired before it could be delivered")
+		return outcomeDropped, errors.New("expired before it could be delivered")
 	}
 	m, withheld, err := o.open(row)
 	if err != nil {
@@ -332,49 +427,57 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	return outcomeFailed, err
 }
 
-// record writes the results of a batch: the sent ones in one statement, the others each with
-// their reason and, for failures, the time of the next attempt.
-func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error) error {
-	var sent []string
+// record writes the results of a batch delivered under the lease h: the sent ones are deleted
+// in one statement, the dropped ones in another, the others updated each with their reason and,
+// for failures, the time of the next attempt. A message sent is deleted whether or not h still
+// holds it: it went out. Any other result is only recorded while h holds the message; otherwise
+// another worker took it over when h ran out (this one was paused past it), and what becomes of
+// it is that worker's to record.
+//
+// A delivered message is deleted, not kept: until it is recorded its id is the provider's
+// idempotency key for a retry after a lost answer, and once it is recorded nothing reads it.
+func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
+	var sent, dropped []string
 	for i, row := range batch {
-		switch outcomes[i] {
-		case outcomeSent:
+		if outcomes[i] == outcomeSent {
 			sent = append(sent, row.ID)
+			continue
+		}
+		if !h.holds(row.ID) {
+			o.log.WarnContext(ctx, "outbox: the lease of a message ran out while it was being delivered; another worker has it", "kind", row.Kind, "id", row.ID)
+			continue
+		}
+		held := func() *gorm.DB {
+			return o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", row.ID, statusPending, h.until)
+		}
+		switch outcomes[i] {
+		case outcomeDropped:
+			dropped = append(dropped, row.ID)
 		case outcomeAbandoned:
-			if err := o.finish(ctx, row.ID, statusAbandoned, errs[i].Error()); err != nil {
-				return err
+			// The record of a message given up keeps what an operator needs to know, and no
+			// secret: the payload goes (it may hold a live code), and so does the supersede key,
+			// which nothing reads once the message has left the queue.
+			if err := held().Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "supersede": "", "locked_until": nil,
+				"last_error": truncate(errs[i].Error(), 500), "given_up_at": o.clock()}).Error; err != nil {
+				return fmt.Errorf("mail: recording a message given up: %w", err)
 			}
 		case outcomeFailed:
 			next := o.clock().Add(Backoff(row.Attempts))
-			if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ?", row.ID, statusPending).
-				Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
+			if err := held().Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
 				return fmt.Errorf("mail: rescheduling: %w", err)
 			}
 		}
 	}
-	if len(sent) == 0 {
-		return nil
+	if len(dropped) > 0 {
+		if err := o.db.WithContext(ctx).Where("id IN ? AND status = ? AND locked_until = ?", dropped, statusPending, h.until).
+			Delete(&models.OutboxMessage{}).Error; err != nil {
+			return fmt.Errorf("mail: dropping messages: %w", err)
+		}
 	}
-	now := o.clock()
-	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id IN ? AND status = ?", sent, statusPending).
-		Updates(map[string]any{"status": statusSent, "payload": []byte{}, "locked_until": nil, "sent_at": now, "last_error": ""}).Error
-	if err != nil {
-		return fmt.Errorf("mail: recording deliveries: %w", err)
-	}
-	return nil
-}
-
-// finish records a final status and drops the payload: a delivered or abandoned message keeps
-// no secret.
-func (o *Outbox) finish(ctx context.Context, id, status, reason string) error {
-	changes := map[string]any{"status": status, "payload": []byte{}, "locked_until": nil, "last_error": truncate(reason, 500)}
-	if status == statusSent {
-		now := o.clock()
-		changes["sent_at"] = now
-	}
-	if err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ?", id, statusPending).
-		Updates(changes).Error; err != nil {
-		return fmt.Errorf("mail: recording delivery: %w", err)
+	if len(sent) > 0 {
+		if err := o.db.WithContext(ctx).Where("id IN ?", sent).Delete(&models.OutboxMessage{}).Error; err != nil {
+			return fmt.Errorf("mail: recording deliveries: %w", err)
+		}
 	}
 	return nil
 }
@@ -449,15 +552,19 @@ func (o *Outbox) Due(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// ForgetDelivered deletes, inside tx, the records of messages to the recipients that were
-// delivered or given up; messages still waiting are left to be delivered.
-func ForgetDelivered(tx *gorm.DB, recipients []string) error {
-	return tx.Where("recipient IN ? AND status <> ?", recipients, statusPending).Delete(&models.OutboxMessage{}).Error
+// ForgetGivenUp deletes, inside tx, the records of messages to the recipients that were given up
+// (delivered ones are gone already); messages still waiting are left to be delivered.
+func ForgetGivenUp(tx *gorm.DB, recipients []string) error {
+	return tx.Where("recipient IN ? AND NOT "+pendingSQL, recipients).Delete(&models.OutboxMessage{}).Error
 }
 
-// PruneDelivered deletes messages delivered or given up before cutoff (their payloads are gone
-// already; the rows only keep the delivery history).
-func (o *Outbox) PruneDelivered(ctx context.Context, cutoff time.Time) (int64, error) {
-	res := o.db.WithContext(ctx).Where("status <> ? AND created_at < ?", statusPending, cutoff).Delete(&models.OutboxMessage{})
+// PruneGivenUp deletes at most limit records of messages given up before cutoff, and returns
+// how many it deleted; the caller repeats it until fewer than limit go, so that a large backlog
+// is deleted in short statements. Records without the time they were given up (an earlier
+// version's, delivered ones included) go by the time they were queued. A record never changes,
+// so the rows picked need no second look.
+func (o *Outbox) PruneGivenUp(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	res := o.db.WithContext(ctx).Exec(`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
+ WHERE NOT `+pendingSQL+` AND COALESCE(given_up_at, created_at) < ? LIMIT ?)`, cutoff, limit)
 	return res.RowsAffected, res.Error
 }

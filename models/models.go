@@ -130,13 +130,15 @@ type Purchase struct {
 
 // OutboxMessage is an e-mail waiting for delivery, written in the same transaction as the change
 // that caused it. Payload is the message's draft (mail.Draft) sealed with a key derived from
-// AUTH_SECRET (a code e-mail is a live code) and emptied once it is delivered or given up. Messages
-// queued with the same Supersede key replace each other while pending: only the newest code of a
-// kind goes out. LockedUntil is a worker's lease on the message; the id doubles as the provider's
-// idempotency key. The due-message index covers pending rows only: the workers poll it all the
-// time, and delivered rows, which the table keeps for 30 days, would otherwise fill it (with
-// dead entries between vacuums, on PostgreSQL). A struct tag cannot name a constant: 'pending'
-// there must stay mail's statusPending.
+// AUTH_SECRET (a code e-mail is a live code). A message delivered, or dropped unsent (replaced or
+// expired), is deleted; one given up keeps a record without its payload (status abandoned, kind,
+// recipient, LastError, GivenUpAt) until the prune removes it. Messages queued with the same
+// Supersede key replace each other while pending: only the newest code of a kind goes out.
+// LockedUntil is a worker's lease on the message, short and extended while the worker delivers
+// it; the id doubles as the provider's idempotency key. The due-message index covers pending rows
+// only, the ones the workers poll all the time. A struct tag cannot name a constant: 'pending'
+// there must stay mail's statusPending. (Databases made by earlier versions also have a sent_at
+// column, which nothing reads or writes any more.)
 type OutboxMessage struct {
 	ID            string     `gorm:"type:uuid;primaryKey"`
 	Kind          string     `gorm:"size:32;not null"`
@@ -150,7 +152,7 @@ type OutboxMessage struct {
 	ExpiresAt     *time.Time ``
 	LastError     string     `gorm:"size:500;not null"`
 	CreatedAt     time.Time  `gorm:"not null"`
-	SentAt        *time.Time ``
+	GivenUpAt     *time.Time ``
 }
 
 // TableName is outbox.

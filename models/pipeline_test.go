@@ -371,7 +371,7 @@ func TestLaterInsertWritesEveryColumn(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.NextAttemptAt, got.CreatedAt = got.NextAttemptAt.UTC(), got.CreatedAt.UTC()
-		if got.ExpiresAt == nil || !got.ExpiresAt.Equal(expires) || got.LockedUntil != nil || got.SentAt != nil {
+		if got.ExpiresAt == nil || !got.ExpiresAt.Equal(expires) || got.LockedUntil != nil || got.GivenUpAt != nil {
 			t.Fatalf("times read back %+v", got)
 		}
 		got.ExpiresAt = row.ExpiresAt

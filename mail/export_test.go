@@ -1,0 +1,36 @@
+package mail
+
+import (
+	"context"
+	"time"
+)
+
+// Lease is how long a claim or a heartbeat holds a message.
+const Lease = lease
+
+// ClaimAndAbandon claims due messages as DeliverDue does and then does nothing with them, as an
+// instance that dies right after its claim; it returns how many it claimed.
+func (o *Outbox) ClaimAndAbandon(ctx context.Context) (int, error) {
+	batch, _, err := o.claim(ctx)
+	return len(batch), err
+}
+
+// SetHeartbeat sets how often, in real time, a delivery extends its lease.
+func (o *Outbox) SetHeartbeat(d time.Duration) { o.beat = d }
+
+// ClaimStallAndFail claims due messages as DeliverDue does, runs stall (the worker is paused),
+// then lets one heartbeat run and records every send as failed with err, as a worker that wakes
+// after its lease ran out.
+func (o *Outbox) ClaimStallAndFail(ctx context.Context, stall func(), err error) error {
+	batch, h, claimErr := o.claim(ctx)
+	if claimErr != nil {
+		return claimErr
+	}
+	stall()
+	h = o.extend(ctx, h)
+	outcomes, errs := make([]outcome, len(batch)), make([]error, len(batch))
+	for i := range batch {
+		outcomes[i], errs[i] = outcomeFailed, err
+	}
+	return o.record(ctx, batch, outcomes, errs, h)
+}

@@ -1,0 +1,350 @@
+package mail_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"codeauth/internal/apptest"
+	"codeauth/mail"
+	"codeauth/models"
+
+	"gorm.io/gorm"
+)
+
+// fleet is one database that several outboxes share, as the instances of a fleet do, with the
+// test's clock. No worker runs on its own: the tests call DeliverDue themselves.
+type fleet struct {
+	t     *testing.T
+	clock *apptest.Clock
+	db    *gorm.DB
+	url   string // PostgreSQL's; "" on SQLite
+	logs  *apptest.SyncBuffer
+}
+
+// eachDB runs fn on a fresh, migrated database of each kind.
+func eachDB(t *testing.T, fn func(t *testing.T, f *fleet)) {
+	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+		t.Run(dialect, func(t *testing.T) {
+			clock := apptest.NewClock(apptest.Start)
+			opts := models.Options{SQLitePath: filepath.Join(t.TempDir(), "db.sqlite"), Now: clock.Now}
+			if dialect == apptest.Postgres {
+				opts = models.Options{DatabaseURL: apptest.PostgresURL(t), Now: clock.Now}
+			}
+			f := &fleet{t: t, clock: clock, url: opts.DatabaseURL, logs: &apptest.SyncBuffer{}}
+			f.db = f.open(opts)
+			if err := models.Migrate(context.Background(), f.db); err != nil {
+				t.Fatal(err)
+			}
+			fn(t, f)
+		})
+	}
+}
+
+func (f *fleet) open(opts models.Options) *gorm.DB {
+	f.t.Helper()
+	opts.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
+	db, err := models.Open(context.Background(), opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
+// instance starts an outbox on the fleet's database that delivers through m. On PostgreSQL it has
+// a connection pool of its own, like another process; SQLite serves one process, so there the
+// instances share its connection.
+func (f *fleet) instance(m mail.Mailer) *mail.Outbox {
+	f.t.Helper()
+	db := f.db
+	if f.url != "" {
+		db = f.open(models.Options{DatabaseURL: f.url, Now: f.clock.Now})
+	}
+	o, err := mail.NewOutbox(db, m, composer, make([]byte, 32), time.Hour, f.clock.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return o
+}
+
+var composer = mail.Composer{SiteName: "Acme", SiteURL: "https://auth.acme.test"}
+
+// enqueue queues a welcome e-mail to the address to through o.
+func (f *fleet) enqueue(o *mail.Outbox, to string) {
+	f.t.Helper()
+	d, err := composer.Welcome(to)
+	if err == nil {
+		err = f.db.Transaction(func(tx *gorm.DB) error { return o.Enqueue(tx, d, mail.EnqueueOptions{}) })
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// pending counts the messages still waiting for delivery.
+func (f *fleet) pending() int64 {
+	f.t.Helper()
+	var n int64
+	if err := f.db.Model(&models.OutboxMessage{}).Where("status = ?", "pending").Count(&n).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// state describes the stored state of the message id that a worker could change, or "gone".
+func (f *fleet) state(id string) string {
+	f.t.Helper()
+	var rows []models.OutboxMessage
+	if err := f.db.Where("id = ?", id).Find(&rows).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		return "gone"
+	}
+	r := rows[0]
+	locked := "none"
+	if r.LockedUntil != nil {
+		locked = r.LockedUntil.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("status %s, attempts %d, leased until %s, next attempt %s, last error %q, payload %d bytes",
+		r.Status, r.Attempts, locked, r.NextAttemptAt.UTC().Format(time.RFC3339Nano), r.LastError, len(r.Payload))
+}
+
+// lockedUntil reads the lease of the message id.
+func (f *fleet) lockedUntil(id string) time.Time {
+	f.t.Helper()
+	var m models.OutboxMessage
+	if err := f.db.Where("id = ?", id).Take(&m).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	if m.LockedUntil == nil {
+		return time.Time{}
+	}
+	return *m.LockedUntil
+}
+
+// deadlock bounds every wait of these tests; it only fires when something is stuck.
+const deadlock = 10 * time.Second
+
+// waitFor polls cond until it holds, failing the test if it never does.
+func (f *fleet) waitFor(what string, cond func() bool) {
+	f.t.Helper()
+	for stop := time.Now().Add(deadlock); !cond(); {
+		if time.Now().After(stop) {
+			f.t.Fatalf("waited in vain for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// receive waits for a value on ch, failing the test if none comes.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(deadlock):
+		t.Fatalf("waited in vain for %s", what)
+		panic("unreachable")
+	}
+}
+
+// gate is a mailer whose sends wait for the test: each Send announces its message on entered,
+// and returns what the test then sends on release.
+type gate struct {
+	entered chan mail.Message
+	release chan error
+	mu      sync.Mutex
+	sent    []mail.Message
+}
+
+func newGate() *gate { return &gate{entered: make(chan mail.Message, 8), release: make(chan error)} }
+
+func (g *gate) Send(ctx context.Context, m mail.Message) error {
+	g.entered <- m
+	select {
+	case err := <-g.release:
+		if err == nil {
+			g.mu.Lock()
+			g.sent = append(g.sent, m)
+			g.mu.Unlock()
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) Sent() []mail.Message {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]mail.Message(nil), g.sent...)
+}
+
+// deliver runs DeliverDue on o in the background and hands its report over when it is done. A
+// delivery still running when the test ends is cancelled and waited for.
+func deliver(t *testing.T, o *mail.Outbox) <-chan mail.DeliveryReport {
+	ctx, cancel := context.WithCancel(context.Background())
+	done, finished := make(chan mail.DeliveryReport, 1), make(chan struct{})
+	go func() {
+		defer close(finished)
+		r, err := o.DeliverDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.Failed = -1 // no report is this one: the test fails on it
+			t.Log(err)
+		}
+		done <- r
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
+	return done
+}
+
+// An instance that dies holding a delivery delays the e-mail by one short lease only: once it
+// runs out, another instance delivers the message, once.
+func TestOutbox_AnotherInstanceTakesOverFromACrashedOne(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		ctx := context.Background()
+		crashed := f.instance(mail.NewMemory())
+		f.enqueue(crashed, "alice@example.com")
+		if n, err := crashed.ClaimAndAbandon(ctx); err != nil || n != 1 {
+			t.Fatalf("claimed %d, %v; want the one message", n, err)
+		}
+		got := mail.NewMemory()
+		survivor := f.instance(got)
+		f.clock.Advance(9 * time.Second)
+		if r, err := survivor.DeliverDue(ctx); err != nil || r != (mail.DeliveryReport{}) {
+			t.Fatalf("while the lease holds: %+v, %v; want nothing done", r, err)
+		}
+		// The review asked for a takeover within about 10 s.
+		f.clock.Advance(2 * time.Second)
+		if r, err := survivor.DeliverDue(ctx); err != nil || r.Sent != 1 {
+			t.Fatalf("11 s after the crash: %+v, %v; want the message delivered", r, err)
+		}
+		if r, err := survivor.DeliverDue(ctx); err != nil || r != (mail.DeliveryReport{}) {
+			t.Fatalf("a second pass: %+v, %v; want nothing done", r, err)
+		}
+		if m := got.Messages(); len(m) != 1 || m[0].To != "alice@example.com" {
+			t.Fatalf("delivered %+v, want the one message", m)
+		}
+		if n := f.pending(); n != 0 {
+			t.Fatalf("%d messages still pending", n)
+		}
+	})
+}
+
+// A delivery that takes longer than the lease (a slow provider) keeps its message through
+// heartbeats: however far the clock moves, no other instance takes it, and it is delivered once.
+func TestOutbox_HeartbeatKeepsASlowDeliveryItsOwn(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		ctx := context.Background()
+		slow := newGate()
+		busy := f.instance(slow)
+		busy.SetHeartbeat(time.Millisecond)
+		idle := mail.NewMemory()
+		other := f.instance(idle)
+		f.enqueue(busy, "alice@example.com")
+		done := deliver(t, busy)
+		m := receive(t, slow.entered, "the delivery to start")
+		// The provider takes 80 s of the clock, eight leases' worth, in steps shorter than one.
+		for step := 0; step < 20; step++ {
+			f.clock.Advance(4 * time.Second)
+			want := f.clock.Now().Add(mail.Lease)
+			f.waitFor("the heartbeat to extend the lease", func() bool { return f.lockedUntil(m.ID).Equal(want) })
+			if r, err := other.DeliverDue(ctx); err != nil || r != (mail.DeliveryReport{}) {
+				t.Fatalf("after %d s, the other instance: %+v, %v; want nothing done", 4*(step+1), r, err)
+			}
+		}
+		slow.release <- nil
+		if r := receive(t, done, "the delivery to end"); r.Sent != 1 {
+			t.Fatalf("the slow delivery: %+v", r)
+		}
+		if len(slow.Sent()) != 1 || len(idle.Messages()) != 0 {
+			t.Fatalf("sent %d by the slow instance and %d by the other, want 1 and 0", len(slow.Sent()), len(idle.Messages()))
+		}
+		if n := f.pending(); n != 0 {
+			t.Fatalf("%d messages still pending", n)
+		}
+	})
+}
+
+// A worker that was paused past its lease, while another instance took the message over, leaves
+// the new holder's lease and record alone when its own send fails, for a failure it would retry
+// and for one it would give up on.
+func TestOutbox_LostLeaseLeavesTheNewHolderAlone(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		failures := []error{errors.New("provider unavailable"), &mail.PermanentError{Err: errors.New("mailbox refused")}}
+		for i, failure := range failures {
+			paused, holder := newGate(), newGate()
+			first, second := f.instance(paused), f.instance(holder)
+			// Neither heartbeat runs in this test: the first instance is paused, and the second
+			// keeps its lease as it is, for the comparison below.
+			first.SetHeartbeat(time.Hour)
+			second.SetHeartbeat(time.Hour)
+			f.enqueue(first, fmt.Sprintf("user%d@example.com", i))
+			firstDone := deliver(t, first)
+			m := receive(t, paused.entered, "the first delivery to start")
+			f.clock.Advance(11 * time.Second)
+			secondDone := deliver(t, second)
+			receive(t, holder.entered, "the second instance to take the message over")
+			before := f.state(m.ID)
+			paused.release <- failure
+			receive(t, firstDone, "the paused delivery to end")
+			if after := f.state(m.ID); after != before {
+				t.Fatalf("after the paused worker's failure (%v) the message is\n  %s\nwhile its new holder had it as\n  %s", failure, after, before)
+			}
+			if r, err := f.instance(mail.NewMemory()).DeliverDue(context.Background()); err != nil || r != (mail.DeliveryReport{}) {
+				t.Fatalf("a third instance: %+v, %v; want nothing done while the second holds the message", r, err)
+			}
+			holder.release <- nil
+			if r := receive(t, secondDone, "the second delivery to end"); r.Sent != 1 {
+				t.Fatalf("the new holder's delivery: %+v", r)
+			}
+			if n := f.pending(); n != 0 {
+				t.Fatalf("%d messages still pending", n)
+			}
+		}
+	})
+}
+
+// A worker paused past its lease whose heartbeat runs when it wakes, at the very moment another
+// instance claimed the message (so the lease it would set is the one the new holder set), takes
+// nothing back: it extends only what it still holds, and then holds nothing.
+func TestOutbox_LateHeartbeatTakesNothingBack(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		ctx := context.Background()
+		first, second := f.instance(mail.NewMemory()), f.instance(mail.NewMemory())
+		f.enqueue(first, "alice@example.com")
+		var id, before string
+		err := first.ClaimStallAndFail(ctx, func() {
+			f.clock.Advance(11 * time.Second)
+			if n, err := second.ClaimAndAbandon(ctx); err != nil || n != 1 {
+				t.Fatalf("the second instance claimed %d, %v; want the message", n, err)
+			}
+			var ids []string
+			if err := f.db.Model(&models.OutboxMessage{}).Pluck("id", &ids).Error; err != nil || len(ids) != 1 {
+				t.Fatalf("%d messages, %v", len(ids), err)
+			}
+			id = ids[0]
+			before = f.state(id)
+		}, errors.New("provider unavailable"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := f.state(id); after != before {
+			t.Fatalf("after the late worker's heartbeat and failure the message is\n  %s\nwhile its new holder had it as\n  %s", after, before)
+		}
+	})
+}
