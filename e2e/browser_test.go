@@ -257,8 +257,9 @@ func (tab *Tab) javascriptOff() {
 	}
 }
 
-// screenshot saves the page at a phone and a desktop width under SCREENSHOT_DIR (default
-// artifacts/screenshots), for people to look at; they are not committed.
+// screenshot saves the page at a phone and a desktop width, in the light and the dark scheme,
+// under SCREENSHOT_DIR (default artifacts/screenshots), for people to look at; they are not
+// committed.
 func (tab *Tab) screenshot(name string) {
 	tab.t.Helper()
 	dir := os.Getenv("SCREENSHOT_DIR")
@@ -269,27 +270,40 @@ func (tab *Tab) screenshot(name string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tab.t.Fatal(err)
 	}
-	for _, size := range []struct {
-		label         string
-		width, height int64
-		mobile        bool
-	}{{"phone", 360, 740, true}, {"desktop", 1280, 900, false}} {
-		opts := []chromedp.EmulateViewportOption{}
-		if size.mobile {
-			opts = append(opts, chromedp.EmulateMobile)
-		}
-		tab.do(chromedp.EmulateViewport(size.width, size.height, opts...))
-		// Nothing may stick out sideways at either width.
-		if overflow := eval[bool](tab, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
-			tab.t.Errorf("%s is wider than the %s viewport (%d px)", name, size.label, size.width)
-		}
-		buf, err := chromedp.Run(tab.ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
-		if err != nil {
+	for _, scheme := range []string{"light", "dark"} {
+		media := emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}
+		if _, err := chromedp.Call(tab.ctx, emulation.SetEmulatedMedia, media); err != nil {
 			tab.t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name+"-"+size.label+".png"), buf, 0o644); err != nil {
-			tab.t.Fatal(err)
+		for _, size := range []struct {
+			label         string
+			width, height int64
+			mobile        bool
+		}{{"phone", 360, 740, true}, {"desktop", 1280, 900, false}} {
+			opts := []chromedp.EmulateViewportOption{}
+			if size.mobile {
+				opts = append(opts, chromedp.EmulateMobile)
+			}
+			tab.do(chromedp.EmulateViewport(size.width, size.height, opts...))
+			// Nothing may stick out sideways at either width.
+			if overflow := eval[bool](tab, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
+				tab.t.Errorf("%s is wider than the %s viewport (%d px)", name, size.label, size.width)
+			}
+			buf, err := chromedp.Run(tab.ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
+			if err != nil {
+				tab.t.Fatal(err)
+			}
+			file := name + "-" + size.label
+			if scheme == "dark" {
+				file += "-dark"
+			}
+			if err := os.WriteFile(filepath.Join(dir, file+".png"), buf, 0o644); err != nil {
+				tab.t.Fatal(err)
+			}
 		}
+	}
+	if _, err := chromedp.Call(tab.ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+		tab.t.Fatal(err)
 	}
 	tab.do(chromedp.EmulateViewport(1280, 900))
 }
