@@ -136,7 +136,7 @@ type spentAttempt struct {
 func (s *Service) spendAttempt(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) (*spentAttempt, error) {
 	db := s.db.WithContext(ctx)
 	lockKey := s.lockKey(email, lockable)
-	args := []any{purpose, subject, OTPMaxAttempts, now, lockKey, s.maxFailures, now}
+	args := []any{purpose, subject, email, OTPMaxAttempts, now, lockKey, s.maxFailures, now}
 	together := lockable && s.db.Dialector.Name() == "postgres"
 	query := spendAttemptQuery
 	if together {
@@ -160,10 +160,13 @@ func (s *Service) spendAttempt(ctx context.Context, purpose, subject, email stri
 	return a, nil
 }
 
-// spendAttemptQuery spends one attempt of the live code for a purpose and subject, unless the
-// address is locked (lockedSQL), and returns the row.
+// spendAttemptQuery spends one attempt of the live code for a purpose and subject, sent to the
+// address the request names, unless the address is locked (lockedSQL), and returns the row. A
+// code sent to another address (a change code's subject is the account, not the address) is
+// left alone: a guess at it could never match, and must neither spend its attempts nor count
+// against the address named (which anyone could then lock out without sending it anything).
 const spendAttemptQuery = `UPDATE verifications SET attempts = attempts + 1
- WHERE purpose = ? AND subject = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
+ WHERE purpose = ? AND subject = ? AND email = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
  RETURNING *`
 
 // spendAndReserveQuery is spendAttemptQuery followed, when it spent an attempt, by the failure
@@ -176,8 +179,8 @@ reserved AS (INSERT INTO auth_throttle (key, count, reset_at, updated_at) SELECT
 SELECT spent.*, reserved.count AS failures, reserved.reset_at AS failures_reset_at FROM spent LEFT JOIN reserved ON true`
 
 // spentCode explains why no attempt could be spent on the code for purpose and subject: the
-// address is locked (when lockable), or the code is gone (used or replaced), expired, or out of
-// attempts. Out of attempts is reported as ErrTooManyAttempts once, to the request that marks the
+// address is locked (when lockable), or the code is gone (used or replaced, or sent to another
+// address), expired, or out of attempts. Out of attempts is reported as ErrTooManyAttempts once, to the request that marks the
 // row exhausted, and as ErrInvalidOTP after that (better-auth's sequence). An exhausted row is not
 // deleted: one of the comparisons reserved before the budget ran out may still be consuming it.
 func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) error {
@@ -188,7 +191,7 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 		}
 	}
 	var v models.Verification
-	err := db.Where("purpose = ? AND subject = ?", purpose, subject).Take(&v).Error
+	err := db.Where("purpose = ? AND subject = ? AND email = ?", purpose, subject, email).Take(&v).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return ErrInvalidOTP
 	}

@@ -98,6 +98,31 @@ func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
 	}, apptest.WithMaxFailedVerifications(3))
 }
 
+// Catalogue #20, #21: a guess naming an address is counted against that address only when it
+// meets a code sent to it. A change code sent to the attacker's own address cannot be guessed in
+// another address's name to lock that address out without ever sending it anything; nor are the
+// code's own attempts spent by it.
+func TestEmailChange_GuessesNamingAnotherAddressCountForNothing(t *testing.T) {
+	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+		attacker := e.SignIn("attacker@example.com")
+		e.Post(requestChangePath, map[string]any{"newEmail": "mine@example.com"}, bearer(attacker)...)
+		code := e.Mailer.Last(mail.KindChangeEmailCode, "mine@example.com").Code
+		before := e.Auth.Stats().CodeComparisons
+		for i := 0; i < 10; i++ {
+			e.Post(changeWithCode, map[string]any{"newEmail": "victim@example.com", "otp": wrongCode(code, i)}, bearer(attacker)...).
+				ExpectError(t, 400, "INVALID_OTP")
+		}
+		if e.Auth.Stats().CodeComparisons != before {
+			t.Fatal("guesses naming another address were compared")
+		}
+		// The victim is not locked, and the attacker's own code kept its attempts.
+		e.SignIn("victim@example.com")
+		if r := e.Post(changeWithCode, map[string]any{"newEmail": "mine@example.com", "otp": code}, bearer(attacker)...); r.Status != 200 {
+			t.Fatalf("the attacker's own code after the guesses: %d %s", r.Status, r.Body)
+		}
+	}, apptest.WithMaxFailedVerifications(3))
+}
+
 // Catalogue #88, #106: a change to an address another account holds does what a change to a free
 // address does, but for the e-mail: the code is stored (so it replaces the account's earlier change
 // code, as a code for a free address would) and the e-mail is written and withheld. Nothing reaches
