@@ -84,7 +84,7 @@ func NewApp(d Deps) *fiber.App {
 		DisablePreParseMultipartForm: true,
 		ErrorHandler:                 serverErrors,
 	})
-	middleware.HookServer(app.Server())
+	middleware.HookServer(app)
 
 	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
 	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)

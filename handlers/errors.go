@@ -68,6 +68,7 @@ var (
 		fiber.StatusRequestTimeout:              newAPIError(fiber.StatusRequestTimeout, "REQUEST_TIMEOUT", "Request timeout"),
 		fiber.StatusRequestEntityTooLarge:       newAPIError(fiber.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "Request body is too large"),
 		fiber.StatusRequestHeaderFieldsTooLarge: newAPIError(fiber.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "Request headers are too large"),
+		fiber.StatusNotImplemented:              newAPIError(fiber.StatusNotImplemented, "NOT_IMPLEMENTED", "Request method not implemented"),
 	}
 )
 

@@ -212,10 +212,12 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 	r.ExpectError(t, 400, "BAD_REQUEST")
 	expectAPIHeaders(t, r, "broken chunk")
 	hsts(r, "broken chunk")
-	// A method the router does not know, which Fiber would answer in plain text by itself.
-	r = rawAnswer(t, e, "FOO", "FOO /api/auth/ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-	r.ExpectError(t, 400, "BAD_REQUEST")
+	// A method the router does not know, which Fiber would answer in plain text by itself: 501,
+	// and the connection is closed (rawAnswer checks).
+	r = rawAnswer(t, e, "FOO", "FOO /api/auth/ok HTTP/1.1\r\nHost: x\r\n\r\n")
+	r.ExpectError(t, 501, "NOT_IMPLEMENTED")
 	expectAPIHeaders(t, r, "unknown method")
+	hsts(r, "unknown method")
 }
 
 // Catalogue #118, ASVS 4.2.1: a request whose body length another server on the way could read
@@ -237,6 +239,8 @@ func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T)
 		"identity and length": head + "Transfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n{}",
 		"folded header":       head + "X-Note: a\r\n b\r\nContent-Length: 2\r\n\r\n{}",
 		"chunked in HTTP/1.0": strings.Replace(head, "HTTP/1.1", "HTTP/1.0", 1) + "Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n" + chunkedBody,
+		"bare LF":             head + "X-Note: a\nContent-Length: 2\r\n\r\n{}",
+		"bare LF at the end":  head + "Content-Length: 2\n\r\n{}",
 	} {
 		conn, br := dial(t, e)
 		send(t, conn, raw+next)
@@ -266,8 +270,16 @@ func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T)
 		expectAPIHeaders(t, &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, name)
 		expectClosed(t, br, name)
 	}
-	// A page gets the refusal too, as a page.
+	// A method the router does not know never reaches the check (Fiber answers it before the
+	// middleware runs), so its connection is closed whatever its framing.
 	conn, br := dial(t, e)
+	send(t, conn, "FOO /api/auth/ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"+chunkedBody+next)
+	if resp, _ := readAnswer(t, br, "FOO"); resp.StatusCode != 501 || !resp.Close {
+		t.Fatalf("an unknown method: %d, Connection %q", resp.StatusCode, resp.Header.Get("Connection"))
+	}
+	expectClosed(t, br, "unknown method")
+	// A page gets the refusal too, as a page.
+	conn, br = dial(t, e)
 	send(t, conn, "POST /auth/code HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"+
 		"Content-Length: 2\r\nContent-Length: 2\r\n\r\nx="+next)
 	if resp, _ := readAnswer(t, br, "POST"); resp.StatusCode != 400 || !resp.Close {

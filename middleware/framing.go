@@ -11,8 +11,10 @@ import (
 // takes the last), a Transfer-Encoding beside a Content-Length (fasthttp takes the
 // Transfer-Encoding), more than one Transfer-Encoding, a Transfer-Encoding other than "chunked"
 // (fasthttp reads anything but "identity" as chunked; RFC 9112 6.3 asks for 400), a
-// Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1), and folded header lines (obs-fold,
-// which fasthttp joins to the line before and others may not; RFC 9112 5.2). A proxy that took
+// Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1), folded header lines (obs-fold,
+// which fasthttp joins to the line before and others may not; RFC 9112 5.2), and header lines
+// ended by a bare LF, which fasthttp accepts and others may read as part of the line (RFC 9112
+// 2.2). A proxy that took
 // another reading would see the rest of the body as a second request, smuggled past it; closing
 // the connection drops whatever was sent after the refused request (catalogue #118, ASVS 4.2.1).
 //
@@ -62,6 +64,9 @@ func ambiguousFraming(raw []byte, http11 bool) bool {
 		end := bytes.IndexByte(line, '\n')
 		if end < 0 {
 			break
+		}
+		if end == 0 || line[end-1] != '\r' {
+			return true // a bare LF ends the line: fasthttp takes it, others may not
 		}
 		line = line[end+1:]
 	}

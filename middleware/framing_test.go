@@ -10,8 +10,9 @@ func headerBlock(lines ...string) []byte {
 	return []byte(strings.Join(lines, "\r\n") + "\r\n\r\n")
 }
 
-// Catalogue #118, ASVS 4.2.1: a body length two servers could read differently is refused;
-// one Content-Length, or Transfer-Encoding: chunked alone, is not.
+// Catalogue #118, ASVS 4.2.1: a body length two servers could read differently is refused, and so
+// is a header block whose lines two servers could split differently (folded, or ended by a bare
+// LF); one Content-Length, or Transfer-Encoding: chunked alone, is not.
 func TestAmbiguousFraming(t *testing.T) {
 	for name, block := range map[string][]byte{
 		"two lengths":            headerBlock("Host: x", "Content-Length: 5", "Content-Length: 2"),
@@ -29,6 +30,9 @@ func TestAmbiguousFraming(t *testing.T) {
 		"folded other header":    headerBlock("Host: x", "X-A: a", "\tb", "Content-Length: 2"),
 		"bare LF, two lengths":   []byte("Host: x\nContent-Length: 1\nContent-Length: 2\n\n"),
 		"no CR, length, chunked": []byte("Content-Length: 4\nTransfer-Encoding: chunked\n\n"),
+		"bare LF, one length":    []byte("Host: x\nContent-Length: 1\n\n"),
+		"one bare LF":            []byte("Host: x\r\nX-A: a\nContent-Length: 1\r\n\r\n"),
+		"bare LF at the end":     []byte("Host: x\r\nContent-Length: 1\r\n\n"),
 	} {
 		if !ambiguousFraming(block, true) {
 			t.Errorf("%s: not refused", name)
@@ -46,7 +50,6 @@ func TestAmbiguousFraming(t *testing.T) {
 		"lookalike names":       headerBlock("Host: x", "Content-Length-X: 1", "Content-Lengths: 2", "Content-Length: 3", "Transfer-Encodings: gzip", "TE: trailers"),
 		"length in a value":     headerBlock("Host: x", "X-Note: Content-Length: 9", "Content-Length: 3"),
 		"cookie and type first": headerBlock("Cookie: content-length: 1", "Content-Type: text/plain", "Content-Length: 3"),
-		"bare LF, one length":   []byte("Host: x\nContent-Length: 1\n\n"),
 	} {
 		if ambiguousFraming(block, true) {
 			t.Errorf("%s: refused", name)

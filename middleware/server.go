@@ -1,8 +1,6 @@
 package middleware
 
 import (
-	"errors"
-
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 )
@@ -10,9 +8,6 @@ import (
 // pathLostKey marks, in a request's locals, a request whose path the HTTP server dropped before
 // the app saw it (see HookServer).
 type pathLostKey struct{}
-
-// errUnknownMethod is a request method the router does not know.
-var errUnknownMethod = errors.New("unknown request method")
 
 // HookServer connects srv, the fasthttp server under the app, to the app's own answers for what
 // srv refuses before the middleware chain runs: a body over the limit, a malformed request,
@@ -25,10 +20,13 @@ var errUnknownMethod = errors.New("unknown request method")
 //     is refused before the reset and keeps its path), and JSON with the API's headers is the
 //     most restrictive answer;
 //   - a method the router does not know, which Fiber answers by itself in plain text without any
-//     of the app's headers, goes to the same error handler.
+//     of the app's headers, is answered 501 by the app's error handler, and its connection is
+//     closed: such a request never reaches the middleware chain, Framing included, so nothing
+//     sent after it on the connection may be read as a request of its own.
 //
-// It must be called once, before srv serves.
-func HookServer(srv *fasthttp.Server) {
+// It must be called once, before app serves.
+func HookServer(app *fiber.App) {
+	srv := app.Server()
 	serverError := srv.ErrorHandler
 	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
 		// A request that was read has header lines (HTTP/1.1 requires Host, and a request
@@ -41,7 +39,12 @@ func HookServer(srv *fasthttp.Server) {
 	handler := srv.Handler
 	srv.Handler = func(ctx *fasthttp.RequestCtx) {
 		if !knownMethod(ctx.Method()) {
-			srv.ErrorHandler(ctx, errUnknownMethod)
+			ctx.SetConnectionClose()
+			c := app.AcquireCtx(ctx)
+			defer app.ReleaseCtx(c)
+			if err := app.Config().ErrorHandler(c, fiber.ErrNotImplemented); err != nil {
+				ctx.SetStatusCode(fiber.StatusInternalServerError)
+			}
 			return
 		}
 		handler(ctx)
