@@ -224,6 +224,17 @@ func TestVerify_CommitAcknowledgementLost(t *testing.T) {
 		t.Fatalf("503 of an unconfirmed sign-in: %s, Retry-After %q", r.Body, r.Header.Get("Retry-After"))
 	}
 	proxy.Up()
+	e.Clock.Advance(time.Minute) // past the lease of an e-mail whose delivery was cut off
+	// The page says the same in its own words, with the status and Retry-After.
+	pageCode := e.SendCode("carol@example.com")
+	proxy.CutAfterCommit(true)
+	page := e.Do(apptest.Request{Method: "POST", Path: "/auth/verify", Body: "mode=sign-in&email=carol%40example.com&otp=" + pageCode,
+		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Hx-Request": {"true"}}})
+	if page.Status != http.StatusServiceUnavailable || page.Header.Get("Retry-After") == "" || !strings.Contains(string(page.Body), "Send a new code") {
+		t.Fatalf("the page of an unconfirmed sign-in: %d, Retry-After %q\n%s", page.Status, page.Header.Get("Retry-After"), page.Body)
+	}
+	proxy.Up()
+	e.Clock.Advance(time.Minute)
 	// It had committed: the code is spent, and a new one signs in to the one account made.
 	signIn(e, "bob@example.com", code).ExpectError(t, http.StatusBadRequest, "INVALID_OTP")
 	if n := e.Count(&models.User{}, "email = ?", "bob@example.com"); n != 1 {

@@ -104,10 +104,18 @@ func (p *DBProxy) pipe(src, dst net.Conn, fromServer bool) {
 		if n > 0 {
 			chunk := buf[:n]
 			if fromServer {
-				if i := bytes.Index(chunk, commandCompleteCommit); i >= 0 && p.takeCut() {
-					dst.Write(chunk[:i])
-					p.cut(src, dst)
-					return
+				if i := bytes.Index(chunk, commandCompleteCommit); i >= 0 {
+					if cut, down := p.takeCut(); cut {
+						dst.Write(chunk[:i])
+						if down {
+							// Every other way to the server closes before the client can notice the
+							// cut (this connection ends last), so it cannot ask again.
+							p.down(dst)
+						}
+						src.Close()
+						dst.Close()
+						return
+					}
 				}
 			}
 			if _, werr := dst.Write(chunk); werr != nil {
@@ -122,29 +130,18 @@ func (p *DBProxy) pipe(src, dst net.Conn, fromServer bool) {
 	dst.Close()
 }
 
-// takeCut reports, once per arming, that the connection must be cut.
-func (p *DBProxy) takeCut() bool {
+// takeCut reports, once per arming, that the connection must be cut, and whether the proxy must
+// go down with it.
+func (p *DBProxy) takeCut() (cut, down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.cutOnCommit {
-		return false
+		return false, false
 	}
 	p.cutOnCommit = false
 	p.cuts++
-	return true
-}
-
-// cut closes one connection, and the proxy too when armed so (CutAfterCommit's down).
-func (p *DBProxy) cut(a, b net.Conn) {
-	a.Close()
-	b.Close()
-	p.mu.Lock()
-	down := p.downOnCut
-	p.downOnCut = false
-	p.mu.Unlock()
-	if down {
-		p.Down()
-	}
+	down, p.downOnCut = p.downOnCut, false
+	return true, down
 }
 
 // CutAfterCommit arms the proxy: the next connection on which the server answers a COMMIT is cut
@@ -164,7 +161,11 @@ func (p *DBProxy) Cuts() int {
 }
 
 // Down refuses new connections and cuts every live one, as a stopped or killed server does.
-func (p *DBProxy) Down() {
+func (p *DBProxy) Down() { p.down(nil) }
+
+// down is Down, which cuts the client connection last, if it is one of the proxy's, after all
+// the others.
+func (p *DBProxy) down(last net.Conn) {
 	p.mu.Lock()
 	ln := p.ln
 	p.ln = nil
@@ -175,7 +176,13 @@ func (p *DBProxy) Down() {
 		ln.Close()
 	}
 	for client, server := range conns {
-		client.Close()
+		if client != last {
+			client.Close()
+			server.Close()
+		}
+	}
+	if server, ok := conns[last]; ok {
+		last.Close()
 		server.Close()
 	}
 }
