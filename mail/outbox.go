@@ -119,8 +119,9 @@ type EnqueueOptions struct {
 	// Withhold queues the message like any other but has the worker drop it where it would hand
 	// it to the mailer. A request that must not reveal which way it went (an address change to an
 	// address another account holds) then does the work of one that sends, in the request and
-	// in the worker after it, and its row cannot be told apart: the mark is inside the sealed
-	// payload.
+	// in the worker after it. Its row cannot be told apart without the key: the mark is in what
+	// the payload is sealed with (withheldData), which also keeps a worker of an earlier version,
+	// which knows no such mark, from opening it and sending it: that worker gives it up unsent.
 	Withhold bool
 }
 
@@ -129,7 +130,7 @@ type EnqueueOptions struct {
 func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
 	now := o.clock()
 	id := uuid.NewString()
-	sealed, err := o.seal(id, sealedDraft{Draft: d, Withheld: opts.Withhold})
+	sealed, err := o.seal(id, d, opts.Withhold)
 	if err != nil {
 		return err
 	}
@@ -188,9 +189,10 @@ func (o *Outbox) Run(ctx context.Context) {
 }
 
 // DeliveryReport counts what one pass of DeliverDue did: messages delivered, failed (to be
-// retried), given up, and dropped unsent (replaced by a newer code, or expired).
+// retried), given up, dropped unsent (replaced by a newer code, or expired), and withheld
+// (EnqueueOptions.Withhold).
 type DeliveryReport struct {
-	Sent, Failed, Abandoned, Dropped int
+	Sent, Failed, Abandoned, Dropped, Withheld int
 }
 
 // sendParallelism is how many messages of a batch are handed to the mailer at once.
@@ -243,6 +245,8 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 				report.Abandoned++
 			case outcomeDropped:
 				report.Dropped++
+			case outcomeWithheld:
+				report.Withheld++
 			}
 		}
 		if !full {
@@ -290,6 +294,9 @@ const (
 	// outcomeDropped is a message no longer worth sending (a newer code replaced it, or it
 	// expired): nobody needs to know of it, so it goes without a trace.
 	outcomeDropped
+	// outcomeWithheld is a message queued to be withheld (EnqueueOptions.Withhold), opened and
+	// rendered but not handed over; it is recorded exactly as a sent one, in the same statement.
+	outcomeWithheld
 )
 
 // hold is a worker's lease on the messages of a batch it claimed: the locked_until it set on them
@@ -403,7 +410,7 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 	}
 	if withheld {
 		// Opened and rendered like any other; only the hand-over is left out (Withhold).
-		return outcomeSent, nil
+		return outcomeWithheld, nil
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	err = o.mailer.Send(sendCtx, m)
@@ -439,7 +446,7 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
 	var sent, dropped []string
 	for i, row := range batch {
-		if outcomes[i] == outcomeSent {
+		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
 			sent = append(sent, row.ID)
 			continue
 		}
@@ -483,7 +490,7 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 }
 
 // seal encrypts v's JSON as the payload of the message id, which it is bound to.
-func (o *Outbox) seal(id string, v any) ([]byte, error) {
+func (o *Outbox) seal(id string, v any, withheld bool) ([]byte, error) {
 	plain, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -492,7 +499,20 @@ func (o *Outbox) seal(id string, v any) ([]byte, error) {
 	if _, err := rand.Read(sealed); err != nil {
 		return nil, err
 	}
-	return o.aead.Seal(sealed, sealed, plain, []byte(id)), nil
+	return o.aead.Seal(sealed, sealed, plain, sealedWith(id, withheld)), nil
+}
+
+// withheldData is added to the message id in what a withheld payload is sealed with
+// (EnqueueOptions.Withhold).
+const withheldData = "\x00withheld"
+
+// sealedWith is the additional data a payload of the message id is sealed with: the id, which
+// binds the payload to its row, and for a withheld message the mark.
+func sealedWith(id string, withheld bool) []byte {
+	if withheld {
+		return []byte(id + withheldData)
+	}
+	return []byte(id)
 }
 
 // open decrypts a claimed message's payload and renders it; withheld reports a draft queued with
@@ -502,9 +522,13 @@ func (o *Outbox) open(row models.OutboxMessage) (m Message, withheld bool, err e
 	if len(row.Payload) < ns+o.aead.Overhead() {
 		return Message{}, false, errors.New("payload too short")
 	}
-	plain, err := o.aead.Open(nil, row.Payload[:ns], row.Payload[ns:], []byte(row.ID))
+	nonce, sealed := row.Payload[:ns], row.Payload[ns:]
+	plain, err := o.aead.Open(nil, nonce, sealed, sealedWith(row.ID, false))
 	if err != nil {
-		return Message{}, false, err
+		if plain, err = o.aead.Open(nil, nonce, sealed, sealedWith(row.ID, true)); err != nil {
+			return Message{}, false, err
+		}
+		withheld = true
 	}
 	var stored storedDraft
 	if err := json.Unmarshal(plain, &stored); err != nil {
@@ -517,23 +541,15 @@ func (o *Outbox) open(row models.OutboxMessage) (m Message, withheld bool, err e
 		}
 	}
 	m.ID = row.ID
-	return m, stored.Withheld, nil
+	return m, withheld, nil
 }
 
-// sealedDraft is what Enqueue seals: the draft, and whether it is withheld (omitted when not, so
-// a payload reads as a plain Draft). A worker of a version before Withhold ignores the mark and
-// would send the draft, so the instances of a fleet move to this version together.
-type sealedDraft struct {
-	Draft
-	Withheld bool `json:",omitempty"`
-}
-
-// storedDraft reads a payload: a sealedDraft, or a whole Message as versions before drafts
-// stored them, which is sent as it was rendered then. The reverse does not hold: a worker of
+// storedDraft reads a payload: a Draft, or a whole Message as versions before drafts stored
+// them, which is sent as it was rendered then. The reverse does not hold: a worker of
 // such a version reads a draft as a message without subject or body, so every instance of a
 // deployment moves to drafts together.
 type storedDraft struct {
-	sealedDraft
+	Draft
 	Subject, Text, HTML string
 }
 
