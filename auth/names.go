@@ -7,6 +7,8 @@ const (
 	zeroWidthNonJoiner = '\u200C'
 	zeroWidthJoiner    = '\u200D'
 	brailleBlank       = '\u2800'
+	// nullNotehead is U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, a symbol drawn as nothing.
+	nullNotehead = '\U0001D159'
 )
 
 // joiningScripts are the scripts whose words use the zero-width joiner or non-joiner to choose a
@@ -45,21 +47,33 @@ func variationSelector(r rune) bool {
 }
 
 // visibleRune reports whether r puts ink on the page by itself: not a space, a format character,
-// a mark, a variation selector, a filler or the blank braille pattern.
+// a mark, a variation selector, a filler or a symbol drawn blank.
 func visibleRune(r rune) bool {
 	return unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) && !unicode.IsMark(r) &&
-		!variationSelector(r) && !unicode.Is(ignorable, r) && r != brailleBlank
+		!variationSelector(r) && !unicode.Is(ignorable, r) && r != brailleBlank && r != nullNotehead
+}
+
+// assigned reports whether r is a character Unicode (as Go knows it) has assigned: letters,
+// marks, numbers, punctuation, symbols, separators, controls, format and private-use characters.
+// An unassigned code point has no glyph today, and some ranges of them are reserved to be ignored
+// (U+2065, U+FFF0-U+FFF8), so a name refuses them.
+func assigned(r rune) bool {
+	return unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc, unicode.Cf, unicode.Co)
 }
 
 // nameRuneAllowed reports whether runes[i] may stand where it stands in a name.
 func nameRuneAllowed(runes []rune, i int) bool {
 	r := runes[i]
 	switch {
-	case unicode.IsControl(r), r == '\u2028', r == '\u2029':
+	case unicode.IsControl(r), r == '\u2028', r == '\u2029', !assigned(r):
 		return false
 	case variationSelector(r):
-		// After what it styles: a visible character, or a mark on one.
-		return i > 0 && (visibleRune(runes[i-1]) || unicode.IsMark(runes[i-1]))
+		// After what it styles: a visible character, or a mark on one (but not another selector).
+		prev := rune(0)
+		if i > 0 {
+			prev = runes[i-1]
+		}
+		return visibleRune(prev) || unicode.IsMark(prev) && !variationSelector(prev)
 	case r == zeroWidthJoiner || r == zeroWidthNonJoiner:
 		return joinerAllowed(runes, i)
 	case unicode.Is(unicode.Cf, r), unicode.Is(ignorable, r):

@@ -15,7 +15,7 @@ func TestValidateName_InvisibleCharacters(t *testing.T) {
 		"\U000E0041\U000E0042", "Alice\U000E0001", "\u200D", "\u200C", "\u200D\u200D", "a\u200D\u200Db",
 		"\u061CAlice", "Al\u180Eice", "\u3164", "Al\u3164ice", "\u115F\u1160", "\uFFA0", "A\u034Flice",
 		"line\u2028break", "para\u2029graph", "bad\nline", "evil\u202egnp.exe", "\u2066x\u2069", "tab\there",
-		"\U000E007F", "\uFE0F", "\uFE0FAlice",
+		"\U000E007F", "\uFE0F", "\uFE0FAlice", "Al\u2065ice", "A\uFE00\uFE01", "Al\U0010FFFFice", "Al\uFFF0ice",
 	}
 	for _, name := range refused {
 		if _, err := ValidateName(name); !isFieldError(err) {
@@ -24,7 +24,7 @@ func TestValidateName_InvisibleCharacters(t *testing.T) {
 	}
 	// Blank to the eye, with no invisible character: only spaces are trimmed; the blank braille
 	// pattern and lone marks put nothing on the page.
-	for _, name := range []string{"\u2800", "\u2800\u2800", "\u0301\u0301", " \u2800 "} {
+	for _, name := range []string{"\u2800", "\u2800\u2800", "\u0301\u0301", " \u2800 ", "\U0001D159", "\U0001D159\u2800"} {
 		if _, err := ValidateName(name); !isFieldError(err) {
 			t.Errorf("ValidateName(%+q) = %v, want a field error", name, err)
 		}

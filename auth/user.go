@@ -24,7 +24,7 @@ const maxImageURLLength = 2048
 // is refused: control characters, line and paragraph separators, and every invisible format
 // character (Unicode's Cf: bidirectional controls, zero-width spaces, U+FEFF, the soft hyphen,
 // U+2060-U+2064, tag characters) with the other default-ignorable code points (Hangul fillers,
-// U+034F). Two kinds are needed by real names and allowed where they do their work (names.go):
+// U+034F) and unassigned code points. Two kinds are needed by real names and allowed where they do their work (names.go):
 // the zero-width joiner and non-joiner inside words of the scripts that use them and in emoji
 // sequences, and variation selectors after a visible character. A name that is not empty must
 // have at least one visible character, so no combination renders blank.
