@@ -48,7 +48,7 @@ type Deps struct {
 	Secure       bool
 	// SiteName names the service on its pages (SITE_NAME).
 	SiteName string
-	// Ready reports whether the service can serve: the database answers.
+	// Ready reports whether the service can serve: the database takes writes (models.Ready).
 	Ready  func(context.Context) error
 	Logger *slog.Logger
 }

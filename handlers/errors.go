@@ -115,6 +115,13 @@ func toAPIError(err error) (*apiError, bool) {
 // failover takes to begin answering again.
 const unavailableRetryAfter = "5"
 
+// noteUnavailable does for a 503 what every one gets, whoever writes its body: a warning with
+// the cause in the log, and Retry-After.
+func noteUnavailable(c *fiber.Ctx, log *slog.Logger, err error) {
+	log.WarnContext(c.UserContext(), "database unavailable", "method", c.Method(), "path", c.Path(), "error", err)
+	c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
+}
+
 // ErrorHandler writes the answer for an error returned by a handler or raised by the server:
 // JSON under /api (and for the probes, and for a request whose path the server lost), an error
 // page elsewhere, and for htmx requests a notice swapped into the page's alert region. Unexpected
@@ -127,8 +134,7 @@ func ErrorHandler(log *slog.Logger, siteName string) fiber.ErrorHandler {
 		case !known:
 			log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(), "path", c.Path(), "error", err)
 		case answer.Status == fiber.StatusServiceUnavailable:
-			log.WarnContext(c.UserContext(), "database unavailable", "method", c.Method(), "path", c.Path(), "error", err)
-			c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
+			noteUnavailable(c, log, err)
 		}
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		var limited *auth.RateLimitError

@@ -63,7 +63,7 @@ func (h *healthAPI) alive(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"status": "ok"})
 }
 
-// readyz is GET /readyz: the database answers, so requests can be served.
+// readyz is GET /readyz: the database takes writes (Deps.Ready), so requests can be served.
 func (h *healthAPI) readyz(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	if h.ready != nil {

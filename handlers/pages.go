@@ -212,9 +212,8 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 		case errors.Is(err, auth.ErrInvalidEmail):
 			e.Step, e.Error = views.StepEmail, "Enter a valid e-mail address, such as name@example.com."
 		case errors.Is(err, auth.ErrSignInUnconfirmed):
-			// What ErrorHandler does for every 503, with the component's own words.
-			h.log.WarnContext(c.UserContext(), "database unavailable", "method", c.Method(), "path", c.Path(), "error", err)
-			c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
+			// A 503 like any other, in the component's own words.
+			noteUnavailable(c, h.log, err)
 			e.Error = "The service was briefly unavailable, so we could not confirm your sign-in. Send a new code and try again."
 			return h.renderEntry(c, fiber.StatusServiceUnavailable, e)
 		case errors.As(err, &limited):

@@ -99,23 +99,31 @@ func (c *Cluster) URL() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
 }
 
-// run runs one of PostgreSQL's programs, as the postgres user when needed.
-func (c *Cluster) run(name string, args ...string) string {
-	c.t.Helper()
-	cmd := exec.Command(filepath.Join(c.bin, name), args...)
+// command is one of PostgreSQL's programs with args, run as the postgres user when needed.
+func (c *Cluster) command(name string, args ...string) *exec.Cmd {
+	path := filepath.Join(c.bin, name)
 	if c.as != "" {
-		cmd = exec.Command("runuser", append([]string{"-u", c.as, "--", filepath.Join(c.bin, name)}, args...)...)
+		return exec.Command("runuser", append([]string{"-u", c.as, "--", path}, args...)...)
 	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		c.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return exec.Command(path, args...)
 }
 
-func (c *Cluster) pgctl(args ...string) {
+// run runs one of PostgreSQL's programs and fails the test if it fails.
+func (c *Cluster) run(name string, args ...string) {
 	c.t.Helper()
-	c.run("pg_ctl", append([]string{"-D", c.dir, "-w", "-t", "60", "-l", filepath.Join(c.dir, "server.log")}, args...)...)
+	if out, err := c.command(name, args...).CombinedOutput(); err != nil {
+		c.t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// pgctlArgs are pg_ctl's arguments for action on this cluster: wait for it, log to its folder.
+func (c *Cluster) pgctlArgs(action ...string) []string {
+	return append([]string{"-D", c.dir, "-w", "-t", "60", "-l", filepath.Join(c.dir, "server.log")}, action...)
+}
+
+func (c *Cluster) pgctl(action ...string) {
+	c.t.Helper()
+	c.run("pg_ctl", c.pgctlArgs(action...)...)
 }
 
 // Start starts the server and waits until it accepts connections. After Kill, the killed
@@ -123,14 +131,9 @@ func (c *Cluster) pgctl(args ...string) {
 // is tried again for a while.
 func (c *Cluster) Start() {
 	c.t.Helper()
-	args := []string{"-D", c.dir, "-w", "-t", "60", "-l", filepath.Join(c.dir, "server.log"), "start"}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		cmd := exec.Command(filepath.Join(c.bin, "pg_ctl"), args...)
-		if c.as != "" {
-			cmd = exec.Command("runuser", append([]string{"-u", c.as, "--", filepath.Join(c.bin, "pg_ctl")}, args...)...)
-		}
-		out, err := cmd.CombinedOutput()
+		out, err := c.command("pg_ctl", c.pgctlArgs("start")...).CombinedOutput()
 		if err == nil {
 			return
 		}
