@@ -98,7 +98,13 @@ func run(args []string) int {
 		log.Error("no mailer", "error", err)
 		return 1
 	}
+	store, err := models.NewStore(db)
+	if err != nil {
+		log.Error("opening the store", "error", err)
+		return 1
+	}
 	svc, err := auth.New(auth.Options{
+		Store:                  store,
 		DB:                     db,
 		Mailer:                 mailer,
 		Secret:                 cfg.Secret,

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"codeauth/models"
+
 	"gorm.io/gorm"
 )
 
@@ -37,7 +39,7 @@ func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field
 // being unavailable, say) is wrapped with what was being done, so it is answered as what it is
 // and never passed off as a refusal of the request.
 func notFoundAs(err, notFound error, doing string) error {
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	if errors.Is(err, models.ErrNotFound) || errors.Is(err, gorm.ErrRecordNotFound) {
 		return notFound
 	}
 	return fmt.Errorf("auth: %s: %w", doing, err)

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
 
 // SetJobStarted lets tests observe (and hold) a job once it holds its lock.
@@ -18,13 +16,7 @@ func (s *Service) SetPruneBatch(n int) { s.pruneBatch = n }
 // PurgeUsersForTest runs the purge of the accounts ids, deleted before cutoff, in a transaction,
 // as the nightly job does after picking them.
 func (s *Service) PurgeUsersForTest(ctx context.Context, ids []string, cutoff time.Time) (int64, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		n, err = purgeUsers(tx, ids, cutoff)
-		return err
-	})
-	return n, err
+	return s.store.(*models.Store).PurgeAccounts(ctx, ids, cutoff)
 }
 
 // SessionReadQueue is how many session reads may wait for the database on PostgreSQL.

@@ -26,6 +26,13 @@ const NightlyHour = 3
 // on its own, so none holds many row locks, or SQLite's write lock, for long.
 const pruneBatch = 1000
 
+// pruneStore is the storage of expired rows: models.Store implements it.
+type pruneStore interface {
+	PruneCounters(ctx context.Context, now time.Time, limit int) (int64, error)
+	PruneCodes(ctx context.Context, now time.Time, limit int) (int64, error)
+	PruneSessions(ctx context.Context, now time.Time, limit int) (int64, error)
+}
+
 // PruneResult counts the rows a prune removed, and the statements it took.
 type PruneResult struct {
 	Throttles     int64
@@ -46,41 +53,25 @@ const OutboxRetention = 7 * 24 * time.Hour
 // sessions past their expiry, and records of e-mail given up more than OutboxRetention ago, each
 // in statements of at most a batch of rows. Live rows are never touched.
 //
-// Each statement picks a batch of expired rows and deletes those that are still expired: on
-// PostgreSQL a row picked may change before the statement locks it (a throttle counter whose
-// window passed starts a new one in the same row), and the condition is checked again on the row
-// it then finds, so a live row is never deleted. A session's expiry is never later than its
-// absolute cap (creating and refreshing a session both clamp it), so expires_at alone, which is
-// indexed, finds every session that has ended, without reading the whole table at each run.
+// Live rows are never deleted, even when one changes while the prune runs (the store's prune
+// statements say how).
 func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	now := s.now()
-	db := s.db.WithContext(ctx)
-	// exec deletes a batch with query, whose arguments are now, the batch's size and now again.
-	exec := func(query string) func(limit int) (int64, error) {
-		return func(limit int) (int64, error) {
-			res := db.Exec(query, now, limit, now)
-			return res.RowsAffected, res.Error
-		}
-	}
 	var r PruneResult
 	tables := []struct {
 		name    string
 		deleted *int64
-		delete  func(limit int) (int64, error)
+		delete  func(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+		cutoff  time.Time
 	}{
-		{"throttle counters", &r.Throttles, exec(`DELETE FROM auth_throttle
- WHERE key IN (SELECT key FROM auth_throttle WHERE reset_at <= ? LIMIT ?) AND reset_at <= ?`)},
-		{"codes", &r.Verifications, exec(`DELETE FROM verifications
- WHERE id IN (SELECT id FROM verifications WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`)},
-		{"sessions", &r.Sessions, exec(`DELETE FROM sessions
- WHERE id IN (SELECT id FROM sessions WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`)},
-		{"the outbox", &r.Outbox, func(limit int) (int64, error) {
-			return s.outbox.PruneGivenUp(ctx, now.Add(-OutboxRetention), limit)
-		}},
+		{"throttle counters", &r.Throttles, s.store.PruneCounters, now},
+		{"codes", &r.Verifications, s.store.PruneCodes, now},
+		{"sessions", &r.Sessions, s.store.PruneSessions, now},
+		{"the outbox", &r.Outbox, s.outbox.PruneGivenUp, now.Add(-OutboxRetention)},
 	}
 	for _, t := range tables {
 		for {
-			n, err := t.delete(s.pruneBatch)
+			n, err := t.delete(ctx, t.cutoff, s.pruneBatch)
 			r.Statements++
 			*t.deleted += n
 			if err != nil {

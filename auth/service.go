@@ -10,14 +10,30 @@ import (
 	"time"
 
 	"codeauth/mail"
+	"codeauth/models"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
+// Store is the storage the service needs, by capability; models.Store implements it. The
+// service builds its outbox on the same store.
+type Store interface {
+	codeStore
+	limitStore
+	signInStore
+	changeStore
+	deletionStore
+	profileStore
+	pruneStore
+}
+
 // Options are the dependencies and settings of a Service.
 type Options struct {
-	// DB is the opened and migrated database.
+	// Store is the service's storage.
+	Store Store
+	// DB is the opened and migrated database. (Temporary: the outbox and the job locks still
+	// take it; issue 14 removes it.)
 	DB *gorm.DB
 	// Mailer delivers codes and notices.
 	Mailer mail.Mailer
@@ -43,6 +59,7 @@ type Options struct {
 
 // Service implements sign-in by e-mail code and the sessions that follow it.
 type Service struct {
+	store         Store
 	db            *gorm.DB
 	outbox        *mail.Outbox
 	compose       mail.Composer
@@ -67,8 +84,8 @@ type Service struct {
 
 // New builds a Service.
 func New(opts Options) (*Service, error) {
-	if opts.DB == nil || opts.Mailer == nil {
-		return nil, errors.New("auth: a database and a mailer are required")
+	if opts.Store == nil || opts.DB == nil || opts.Mailer == nil {
+		return nil, errors.New("auth: a store and a mailer are required")
 	}
 	if len(opts.Secret) == 0 {
 		return nil, errors.New("auth: a secret is required")
@@ -78,6 +95,7 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
+		store:         opts.Store,
 		db:            opts.DB,
 		changeLinks:   opts.EmailChangeLinks,
 		deletionGrace: opts.DeletionGrace,
@@ -125,13 +143,13 @@ func New(opts Options) (*Service, error) {
 // Outbox is the service's queue of outgoing e-mail; the server runs its worker.
 func (s *Service) Outbox() *mail.Outbox { return s.outbox }
 
-// queue writes the draft of an e-mail, as the Composer returned it with err, to the outbox
-// inside tx.
-func (s *Service) queue(tx *gorm.DB, d mail.Draft, err error, opts mail.EnqueueOptions) error {
+// prepare is the outbox row of an e-mail, as the Composer returned its draft d with err, to be
+// written in the transaction of the change that sends it.
+func (s *Service) prepare(d mail.Draft, err error, opts mail.EnqueueOptions) (models.OutboxMessage, error) {
 	if err != nil {
-		return fmt.Errorf("auth: composing %s: %w", d.Kind, err)
+		return models.OutboxMessage{}, fmt.Errorf("auth: composing %s: %w", d.Kind, err)
 	}
-	return s.outbox.Enqueue(tx, d, opts)
+	return s.outbox.Prepare(d, opts)
 }
 
 // now is the service's single idea of the current time: UTC, at the microsecond precision both

@@ -215,8 +215,9 @@ func (s *Service) loadSession(ctx context.Context, token string) (*SessionState,
 	return st, nil
 }
 
-// createSession stores a new session for userID inside tx and returns its raw token.
-func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (string, models.Session, error) {
+// newSession makes a new session for the client, to be stored with the sign-in that opens it (its
+// user is set there), and returns it with its raw token.
+func (s *Service) newSession(meta ClientMeta) (string, models.Session, error) {
 	token, hash, err := newToken()
 	if err != nil {
 		return "", models.Session{}, err
@@ -227,21 +228,16 @@ func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (st
 	if expires.After(absolute) {
 		expires = absolute
 	}
-	sess := models.Session{
+	return token, models.Session{
 		ID:                newID(),
 		Token:             hash,
-		UserID:            userID,
 		ExpiresAt:         expires,
 		AbsoluteExpiresAt: absolute,
 		IPAddress:         cleanText(meta.IPAddress, 64),
 		UserAgent:         cleanText(meta.UserAgent, 512),
 		CreatedAt:         now,
 		UpdatedAt:         now,
-	}
-	if err := models.LaterInsert(tx, &sess, ""); err != nil {
-		return "", models.Session{}, fmt.Errorf("auth: creating a session: %w", err)
-	}
-	return token, sess, nil
+	}, nil
 }
 
 // SignOut ends the session of token, wherever it is used: cookie and bearer alike. An unknown

@@ -9,8 +9,6 @@ import (
 	"unicode/utf8"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
 
 // MaxNameLength is the longest display name accepted, in characters.
@@ -73,44 +71,24 @@ type UserUpdate struct {
 
 // UpdateUser applies u to the user and returns the updated account.
 func (s *Service) UpdateUser(ctx context.Context, userID string, u UserUpdate) (models.User, error) {
-	changes := map[string]any{}
+	c := models.UserChanges{SetImage: u.SetImage, UpdatedAt: s.now()}
 	if u.Name != nil {
 		name, err := ValidateName(*u.Name)
 		if err != nil {
 			return models.User{}, err
 		}
-		changes["name"] = name
+		c.Name = &name
 	}
-	if u.SetImage {
-		if u.Image == nil {
-			changes["image"] = nil
-		} else {
-			img, err := validateImage(*u.Image)
-			if err != nil {
-				return models.User{}, err
-			}
-			changes["image"] = img
+	if u.SetImage && u.Image != nil {
+		img, err := validateImage(*u.Image)
+		if err != nil {
+			return models.User{}, err
 		}
+		c.Image = &img
 	}
-	db := s.db.WithContext(ctx)
-	if len(changes) > 0 {
-		changes["updated_at"] = s.now()
-		res := db.Model(&models.User{}).Where("id = ?", userID).Updates(changes)
-		if res.Error != nil {
-			return models.User{}, fmt.Errorf("auth: updating a user: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return models.User{}, ErrUserNotFound
-		}
-	}
-	var user models.User
-	err := db.Where("id = ?", userID).Take(&user).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	user, err := s.store.UpdateUser(ctx, userID, c)
+	if errors.Is(err, models.ErrNotFound) {
 		return models.User{}, ErrUserNotFound
 	}
-	if err != nil {
-		return models.User{}, fmt.Errorf("auth: reading a user: %w", err)
-	}
-	user.CreatedAt, user.UpdatedAt = user.CreatedAt.UTC(), user.UpdatedAt.UTC()
-	return user, nil
+	return user, err
 }

@@ -1,7 +1,9 @@
 package models
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"gorm.io/gorm"
 )
@@ -31,3 +33,31 @@ func NewStore(db *gorm.DB) (*Store, error) {
 // Postgres reports whether the store is on PostgreSQL rather than the embedded SQLite. Callers
 // use it to describe the deployment (the start-up log), never to choose a statement.
 func (s *Store) Postgres() bool { return s.postgres }
+
+// Errors of the store's methods, which callers compare with errors.Is.
+var (
+	// ErrNotFound means the row asked for does not exist (or is not live, where the method says
+	// so).
+	ErrNotFound = errors.New("models: not found")
+	// ErrAddressTaken means another account, live or in its deletion grace period, holds the
+	// address.
+	ErrAddressTaken = errors.New("models: the address belongs to another account")
+	// ErrLost means a row the change depended on went or changed since it was read: a code used
+	// by a parallel request, an address changed meanwhile. Nothing was changed.
+	ErrLost = errors.New("models: the row changed since it was read")
+)
+
+// notFound is ErrNotFound for GORM's missing row, and any other error wrapped with what was
+// being done.
+func notFound(err error, doing string) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return ErrNotFound
+	}
+	return fmt.Errorf("models: %s: %w", doing, err)
+}
+
+// transaction runs fn in a transaction of the store: pipelined on PostgreSQL (Transaction), so
+// the writes that wait go to the server together with the next read or the COMMIT.
+func (s *Store) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return Transaction(ctx, s.db, fn)
+}

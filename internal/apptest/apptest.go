@@ -246,8 +246,12 @@ func (e *Env) start(opts []Option) {
 	if settings.Provider != nil {
 		mailer = settings.Provider
 	}
+	store, err := models.NewStore(e.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc, err := auth.New(auth.Options{
-		DB: e.DB, Mailer: mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
+		Store: store, DB: e.DB, Mailer: mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
 		SessionMaxAge: settings.SessionMaxAge, MaxFailedVerifications: settings.MaxFailedVerifications,
 		SiteName: "Codeauth Test", SiteURL: e.URL, EmailChangeLinks: !settings.NoEmailChangeLinks,
 		DeletionGrace: settings.DeletionGrace, Now: e.Clock.Now, Logger: log,
