@@ -52,4 +52,3 @@ func (s *Service) findLink(ctx context.Context, purpose, token string) (*models.
 	}
 	return &v, secret, nil
 }
-
