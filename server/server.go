@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,11 +41,6 @@ type Options struct {
 	// Mailer delivers e-mail instead of the mailer the configuration selects: a test's memory
 	// mailbox, or a provider client pointed at a fake provider.
 	Mailer mail.Mailer
-	// Console receives the console mailer's lines; nil means standard output.
-	Console io.Writer
-	// DatabaseURL, when set, rewrites the configured PostgreSQL URL before anything connects to
-	// it: a test routes the service through a fault proxy, or connects as a role of its own.
-	DatabaseURL func(string) string
 	// DB, when set, is an opened and migrated database used instead of opening the configured
 	// one, and left open by Close: a second instance in one process on SQLite, which serves a
 	// process through one connection.
@@ -106,7 +100,7 @@ func open(ctx context.Context, cfg config.Config, opts Options) (*gorm.DB, error
 		now = time.Now
 	}
 	db, err := models.Open(ctx, models.Options{
-		DatabaseURL: databaseURL(cfg, opts),
+		DatabaseURL: cfg.DatabaseURL,
 		SQLitePath:  cfg.SQLitePath(),
 		Now:         func() time.Time { return now().UTC() },
 		Logger:      opts.Logger,
@@ -119,14 +113,6 @@ func open(ctx context.Context, cfg config.Config, opts Options) (*gorm.DB, error
 		return nil, fmt.Errorf("migrating: %w", err)
 	}
 	return db, nil
-}
-
-// databaseURL is the PostgreSQL URL the service connects to, or "" for SQLite.
-func databaseURL(cfg config.Config, opts Options) string {
-	if cfg.DatabaseURL != "" && opts.DatabaseURL != nil {
-		return opts.DatabaseURL(cfg.DatabaseURL)
-	}
-	return cfg.DatabaseURL
 }
 
 // New builds the service that cfg describes: it opens and migrates the database (unless
@@ -155,11 +141,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	mailer := opts.Mailer
 	if mailer == nil {
-		console := opts.Console
-		if console == nil {
-			console = os.Stdout
-		}
-		if mailer, err = mail.New(mail.ProviderConfig{APIKey: cfg.EmailProviderAPIKey, From: cfg.EmailFrom, BaseURL: cfg.EmailProviderURL}, console); err != nil {
+		if mailer, err = mail.New(mail.ProviderConfig{APIKey: cfg.EmailProviderAPIKey, From: cfg.EmailFrom, BaseURL: cfg.EmailProviderURL}, os.Stdout); err != nil {
 			return nil, fmt.Errorf("no mailer: %w", err)
 		}
 	}
@@ -181,7 +163,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	rateStore := opts.RateStore
 	if rateStore == nil && cfg.RateLimitStore == "postgres" {
-		if s.kv, err = sharedStorage(ctx, databaseURL(cfg, opts)); err != nil {
+		if s.kv, err = sharedStorage(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
 		}
 		rateStore = middleware.NewSharedRateStore(s.kv)
