@@ -22,6 +22,20 @@ type Store struct {
 	postgres bool
 }
 
+// OpenStore opens the database opts chooses (Open), brings its schema up to date (Migrate) and
+// returns the storage over it; Close closes it.
+func OpenStore(ctx context.Context, opts Options) (*Store, error) {
+	db, err := Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, db); err != nil {
+		closeDB(db)
+		return nil, fmt.Errorf("migrating: %w", err)
+	}
+	return NewStore(db)
+}
+
 // NewStore returns the storage over db, opened (Open) and migrated (Migrate).
 func NewStore(db *gorm.DB) (*Store, error) {
 	if db == nil {
@@ -29,6 +43,25 @@ func NewStore(db *gorm.DB) (*Store, error) {
 	}
 	return &Store{db: db, postgres: db.Dialector.Name() == "postgres"}, nil
 }
+
+// Close closes the database.
+func (s *Store) Close() error { return closeDB(s.db) }
+
+func closeDB(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ready reports whether the database can take writes now, without writing anything (see
+// Ready).
+func (s *Store) Ready(ctx context.Context) error { return Ready(ctx, s.db) }
+
+// DB is the GORM handle of the store's database, for what inspects the stored rows from outside
+// the service (the test harness's fixtures and counts); the service itself only calls methods.
+func (s *Store) DB() *gorm.DB { return s.db }
 
 // Postgres reports whether the store is on PostgreSQL rather than the embedded SQLite. Callers
 // use it to describe the deployment (the start-up log), never to choose a statement.

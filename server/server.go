@@ -24,7 +24,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	pgstorage "github.com/gofiber/storage/postgres/v3"
-	"gorm.io/gorm"
 )
 
 // ShutdownTimeout bounds how long in-flight requests may take to finish once Close is called.
@@ -41,10 +40,10 @@ type Options struct {
 	// Mailer delivers e-mail instead of the mailer the configuration selects: a test's memory
 	// mailbox, or a provider client pointed at a fake provider.
 	Mailer mail.Mailer
-	// DB, when set, is an opened and migrated database used instead of opening the configured
-	// one, and left open by Close: a second instance in one process on SQLite, which serves a
-	// process through one connection.
-	DB *gorm.DB
+	// Store, when set, is an opened storage used instead of opening the configured database,
+	// and left open by Close: a second instance in one process on SQLite, which serves a process
+	// through one connection.
+	Store *models.Store
 	// RateStore replaces the store of the per-IP counters that RATE_LIMIT_STORE selects.
 	RateStore middleware.RateStore
 	// NoSchedule leaves the scheduled jobs out of Start. They run on the wall clock, so in a test
@@ -56,9 +55,7 @@ type Options struct {
 type Server struct {
 	// Config is the configuration it was built from.
 	Config config.Config
-	// DB is the database, opened and migrated.
-	DB *gorm.DB
-	// Store is the storage over DB.
+	// Store is the storage: the database, opened and migrated.
 	Store *models.Store
 	// Auth is the domain service.
 	Auth *auth.Service
@@ -69,7 +66,7 @@ type Server struct {
 
 	log        *slog.Logger
 	noSchedule bool
-	ownDB      bool
+	ownStore   bool
 	kv         *pgstorage.Storage
 
 	mu         sync.Mutex
@@ -85,34 +82,25 @@ type Server struct {
 // Migrate brings the configured database's schema up to date, and closes it: the migrate
 // command.
 func Migrate(ctx context.Context, cfg config.Config, opts Options) error {
-	db, err := open(ctx, cfg, opts)
+	store, err := open(ctx, cfg, opts)
 	if err != nil {
 		return err
 	}
-	closeDB(db)
-	return nil
+	return store.Close()
 }
 
 // open opens the configured database and brings its schema up to date.
-func open(ctx context.Context, cfg config.Config, opts Options) (*gorm.DB, error) {
+func open(ctx context.Context, cfg config.Config, opts Options) (*models.Store, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
 	}
-	db, err := models.Open(ctx, models.Options{
+	return models.OpenStore(ctx, models.Options{
 		DatabaseURL: cfg.DatabaseURL,
 		SQLitePath:  cfg.SQLitePath(),
 		Now:         func() time.Time { return now().UTC() },
 		Logger:      opts.Logger,
 	})
-	if err != nil {
-		return nil, err
-	}
-	if err := models.Migrate(ctx, db); err != nil {
-		closeDB(db)
-		return nil, fmt.Errorf("migrating: %w", err)
-	}
-	return db, nil
 }
 
 // New builds the service that cfg describes: it opens and migrates the database (unless
@@ -124,20 +112,17 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{Config: cfg, DB: opts.DB, log: log, noSchedule: opts.NoSchedule}
+	s := &Server{Config: cfg, Store: opts.Store, log: log, noSchedule: opts.NoSchedule}
 	defer func() {
 		if err != nil {
 			s.release()
 		}
 	}()
-	if s.DB == nil {
-		if s.DB, err = open(ctx, cfg, opts); err != nil {
+	if s.Store == nil {
+		if s.Store, err = open(ctx, cfg, opts); err != nil {
 			return nil, fmt.Errorf("database unavailable: %w", err)
 		}
-		s.ownDB = true
-	}
-	if s.Store, err = models.NewStore(s.DB); err != nil {
-		return nil, err
+		s.ownStore = true
 	}
 	mailer := opts.Mailer
 	if mailer == nil {
@@ -147,7 +132,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	s.Auth, err = auth.New(auth.Options{
 		Store:                  s.Store,
-		DB:                     s.DB,
+		DB:                     s.Store.DB(),
 		Mailer:                 mailer,
 		Secret:                 cfg.Secret,
 		SessionMaxAge:          cfg.SessionMaxAge,
@@ -169,7 +154,6 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		}
 		rateStore = middleware.NewSharedRateStore(s.kv)
 	}
-	db := s.DB
 	s.App = handlers.NewApp(handlers.Deps{
 		Auth:           s.Auth,
 		BaseURL:        cfg.BaseURL,
@@ -181,7 +165,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		CookiePrefix:   cfg.CookiePrefix,
 		Secure:         cfg.Secure,
 		SiteName:       cfg.SiteName,
-		Ready:          func(ctx context.Context) error { return models.Ready(ctx, db) },
+		Ready:          s.Store.Ready,
 		Logger:         log,
 	})
 	s.Scheduler = NewScheduler(s.Store, log)
@@ -303,14 +287,8 @@ func (s *Server) release() {
 	if s.kv != nil {
 		s.kv.Close()
 	}
-	if s.ownDB && s.DB != nil {
-		closeDB(s.DB)
-	}
-}
-
-func closeDB(db *gorm.DB) {
-	if sqlDB, err := db.DB(); err == nil {
-		sqlDB.Close()
+	if s.ownStore && s.Store != nil {
+		s.Store.Close()
 	}
 }
 

@@ -37,7 +37,7 @@ func TestClose_WithoutStart(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if err := srv.DB.Exec("SELECT 1").Error; err == nil {
+	if err := srv.Store.Ready(context.Background()); err == nil {
 		t.Fatal("the database is still open after Close")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -24,7 +24,7 @@ const module = "codeauth"
 var rooms = map[string][]string{
 	"codeauth":              {"config", "server", "auth", "models", "middleware", "mail", "handlers"},
 	"codeauth/server":       {"config", "auth", "mail", "models", "middleware", "handlers/..."},
-	"codeauth/config":       {},
+	"codeauth/config":       {"auth"},
 	"codeauth/handlers/...": {"auth", "mail", "models", "middleware", "views", "static", "handlers/..."},
 	"codeauth/middleware":   {"auth", "handlers/betterauth/wire"},
 	"codeauth/views":        {"auth", "mail", "static"},

@@ -33,6 +33,7 @@ import (
 	"codeauth/config"
 	"codeauth/mail"
 	"codeauth/middleware"
+	"codeauth/models"
 	"codeauth/server"
 
 	"github.com/gofiber/fiber/v2"
@@ -170,9 +171,9 @@ func New(t testing.TB, dialect string, opts ...Option) *Env {
 func (e *Env) Sibling(opts ...Option) *Env {
 	e.t.Helper()
 	s := &Env{Dialect: e.Dialect, Clock: e.Clock, Mailer: e.Mailer, Logs: e.Logs, t: e.t, dbURL: e.dbURL}
-	var shared *gorm.DB
+	var shared *models.Store
 	if e.dbURL == "" {
-		shared = e.DB
+		shared = e.Server.Store
 	}
 	s.start(opts, shared)
 	return s
@@ -180,7 +181,7 @@ func (e *Env) Sibling(opts ...Option) *Env {
 
 // start configures and builds a service with server.New and serves it on a fresh loopback
 // listener. shared, when set, is the database it uses rather than opening its own.
-func (e *Env) start(opts []Option, shared *gorm.DB) {
+func (e *Env) start(opts []Option, shared *models.Store) {
 	t := e.t
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -197,7 +198,7 @@ func (e *Env) start(opts []Option, shared *gorm.DB) {
 			"SITE_NAME":   SiteName,
 			"DATA_DIR":    t.TempDir(),
 		},
-		server: server.Options{Logger: log, Now: e.Clock.Now, Mailer: e.Mailer.Memory, DB: shared, NoSchedule: true},
+		server: server.Options{Logger: log, Now: e.Clock.Now, Mailer: e.Mailer.Memory, Store: shared, NoSchedule: true},
 	}
 	if e.dbURL != "" {
 		s.env["DATABASE_URL"] = e.dbURL
@@ -222,7 +223,7 @@ func (e *Env) start(opts []Option, shared *gorm.DB) {
 		ln.Close()
 		t.Fatalf("starting the service on %s: %v", e.Dialect, err)
 	}
-	e.Server, e.DB, e.Auth, e.App = srv, srv.DB, srv.Auth, srv.App
+	e.Server, e.DB, e.Auth, e.App = srv, srv.Store.DB(), srv.Auth, srv.App
 	e.Mailer.addOutbox(srv.Auth.Outbox())
 	srv.Start()
 	go srv.Serve(ln)
