@@ -183,6 +183,7 @@ func serve(ctx context.Context, cfg config.Config, db *gorm.DB, svc *auth.Servic
 	}
 	app := handlers.NewApp(handlers.Deps{
 		Auth:           svc,
+		Secret:         cfg.Secret,
 		BaseURL:        cfg.BaseURL,
 		TrustedOrigins: cfg.TrustedOrigins,
 		TrustedProxies: cfg.TrustedProxies,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/handlers/betterauth/credential"
 	"codeauth/middleware"
 	"codeauth/static"
 	"codeauth/views"
@@ -31,6 +32,8 @@ var errFraming = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST",
 // Deps are what the HTTP layer needs.
 type Deps struct {
 	Auth *auth.Service
+	// Secret is AUTH_SECRET, which signs the session tokens (credential.Signer). Required.
+	Secret []byte
 	// BaseURL is the service's public origin (AUTH_URL); it is always trusted.
 	BaseURL string
 	// TrustedOrigins and TrustedProxies come from AUTH_TRUSTED_ORIGINS and AUTH_TRUSTED_PROXIES.
@@ -54,8 +57,11 @@ type Deps struct {
 }
 
 // NewApp builds the Fiber application with every route and middleware. Tests drive the same
-// application the binary serves.
+// application the binary serves. It panics without Deps.Secret: no session could be signed.
 func NewApp(d Deps) *fiber.App {
+	if len(d.Secret) == 0 {
+		panic("handlers: Deps.Secret (AUTH_SECRET) is required to sign session tokens")
+	}
 	log := d.Logger
 	if log == nil {
 		log = slog.Default()
@@ -86,7 +92,7 @@ func NewApp(d Deps) *fiber.App {
 	})
 	middleware.HookServer(app)
 
-	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
+	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
 	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
 	origins := middleware.NewOrigins(d.BaseURL, d.TrustedOrigins)
 	store := d.RateStore

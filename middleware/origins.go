@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 
+	"codeauth/handlers/betterauth/credential"
+
 	"github.com/gofiber/fiber/v2"
 )
 
@@ -297,7 +299,7 @@ func (o *Origins) CORS() fiber.Handler {
 		}
 		c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
 		c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
-		exposeHeader(c, SetAuthTokenHeader)
+		exposeHeader(c, credential.SetAuthTokenHeader)
 		if c.Method() == fiber.MethodOptions && c.Get(fiber.HeaderAccessControlRequestMethod) != "" {
 			c.Set(fiber.HeaderAccessControlAllowMethods, "GET, POST, OPTIONS")
 			if h := c.Get(fiber.HeaderAccessControlRequestHeaders); h != "" {

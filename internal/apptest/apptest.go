@@ -229,6 +229,9 @@ func (e *Env) Sibling(opts ...Option) *Env {
 	return s
 }
 
+// testSecret is the AUTH_SECRET of every test service.
+var testSecret = []byte("test-secret-0123456789-abcdefghijklmnop")
+
 // start runs an auth service and the app for e on a fresh loopback listener.
 func (e *Env) start(opts []Option) {
 	t := e.t
@@ -247,7 +250,7 @@ func (e *Env) start(opts []Option) {
 		mailer = settings.Provider
 	}
 	svc, err := auth.New(auth.Options{
-		DB: e.DB, Mailer: mailer, Secret: []byte("test-secret-0123456789-abcdefghijklmnop"),
+		DB: e.DB, Mailer: mailer, Secret: testSecret,
 		SessionMaxAge: settings.SessionMaxAge, MaxFailedVerifications: settings.MaxFailedVerifications,
 		SiteName: "Codeauth Test", SiteURL: e.URL, EmailChangeLinks: !settings.NoEmailChangeLinks,
 		DeletionGrace: settings.DeletionGrace, Now: e.Clock.Now, Logger: log,
@@ -267,7 +270,7 @@ func (e *Env) start(opts []Option) {
 		<-workerDone
 	})
 	app := handlers.NewApp(handlers.Deps{
-		Auth: svc, BaseURL: e.URL, TrustedOrigins: settings.TrustedOrigins, TrustedProxies: settings.TrustedProxies,
+		Auth: svc, Secret: testSecret, BaseURL: e.URL, TrustedOrigins: settings.TrustedOrigins, TrustedProxies: settings.TrustedProxies,
 		RateStore: settings.RateStore, Now: e.Clock.Now,
 		CookiePrefix: settings.CookiePrefix, Secure: settings.Secure, SiteName: "Codeauth Test", Ready: func(ctx context.Context) error { return models.Ready(ctx, e.DB) }, Logger: log,
 	})
