@@ -12,21 +12,21 @@ import (
 	"testing"
 
 	"codeauth/handlers/betterauth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var (
 	recordedMu sync.Mutex
-	recorded   []apptest.Recorded
+	recorded   []testkit.Recorded
 )
 
 // TestMain records every /api answer the tests receive and, once they pass, checks each one
 // against the OpenAPI document: its status must be described for its operation, and its JSON
 // body must match the schema.
 func TestMain(m *testing.M) {
-	apptest.RecordResponses(func(r apptest.Recorded) {
+	testkit.RecordResponses(func(r testkit.Recorded) {
 		recordedMu.Lock()
 		recorded = append(recorded, r)
 		recordedMu.Unlock()
@@ -157,7 +157,7 @@ func checkRecorded() ([]string, int) {
 // Every /api route of the application is described, and every described operation exists.
 func TestOpenAPI_CoversEveryRoute(t *testing.T) {
 	doc := loadOpenAPI(t)
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	registered := map[string]bool{}
 	for _, route := range e.App.GetRoutes(true) {
 		if !strings.HasPrefix(route.Path, "/api/") || route.Method == "HEAD" || route.Method == "OPTIONS" {
