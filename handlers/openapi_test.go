@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"codeauth/handlers"
+	"codeauth/handlers/betterauth"
 	"codeauth/internal/testkit"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -55,7 +55,7 @@ type openAPIDoc struct {
 
 func loadOpenAPI(t testing.TB) openAPIDoc {
 	var doc openAPIDoc
-	if err := json.Unmarshal(handlers.OpenAPI(), &doc); err != nil {
+	if err := json.Unmarshal(betterauth.OpenAPI(), &doc); err != nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
 	return doc
@@ -69,10 +69,10 @@ func escapePointer(s string) string {
 // checkRecorded validates the recorded answers and returns the problems and the number checked.
 func checkRecorded() ([]string, int) {
 	var doc openAPIDoc
-	json.Unmarshal(handlers.OpenAPI(), &doc)
+	json.Unmarshal(betterauth.OpenAPI(), &doc)
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(handlers.OpenAPI()))
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(betterauth.OpenAPI()))
 	if err != nil {
 		return []string{err.Error()}, 0
 	}

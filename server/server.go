@@ -156,6 +156,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	s.App = handlers.NewApp(handlers.Deps{
 		Auth:           s.Auth,
+		Secret:         cfg.Secret,
 		BaseURL:        cfg.BaseURL,
 		TrustedOrigins: cfg.TrustedOrigins,
 		TrustedProxies: cfg.TrustedProxies,
