@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"unicode/utf8"

@@ -26,7 +26,7 @@ var rooms = map[string][]string{
 	"codeauth/server":       {"config", "auth", "mail", "models", "middleware", "handlers/..."},
 	"codeauth/config":       {"auth"},
 	"codeauth/handlers/...": {"auth", "mail", "models", "middleware", "views", "static", "handlers/..."},
-	"codeauth/middleware":   {"auth", "handlers/betterauth/wire"},
+	"codeauth/middleware":   {"auth", "handlers/betterauth/credential"},
 	"codeauth/views":        {"auth", "mail", "static"},
 	"codeauth/auth":         {"mail", "models"},
 	"codeauth/mail":         {"models"},
