@@ -153,7 +153,7 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 	// (delivered e-mail leaves none); e-mail still waiting may be a sign-in code just asked for,
 	// and is left to be delivered. (Notices to its former addresses, which may belong to other
 	// accounts now, are left to the outbox's own retention.)
-	if err := mail.ForgetGivenUp(tx, emails); err != nil {
+	if err := models.ForgetGivenUp(tx, emails); err != nil {
 		return 0, fmt.Errorf("auth: purging the record of e-mail: %w", err)
 	}
 	if err := tx.Model(&models.Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"codeauth/mail"
+	"codeauth/models"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -114,7 +115,11 @@ func New(opts Options) (*Service, error) {
 	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.
-	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
+	store, err := models.NewStore(opts.DB)
+	if err != nil {
+		return nil, err
+	}
+	outbox, err := mail.NewOutbox(store, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
 	if err != nil {
 		return nil, err
 	}
