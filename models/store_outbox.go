@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 )
@@ -56,29 +57,39 @@ func forgetGivenUp(tx *gorm.DB, recipients []string) error {
 	return nil
 }
 
+// The claim's statement. It picks the due messages in a subquery and leases them in the UPDATE
+// around it; the outer condition repeats the inner one, because on PostgreSQL a row picked may be
+// claimed by another worker before this one locks it, and is then left to that worker. On
+// PostgreSQL, rows another worker is claiming are skipped rather than waited for (SKIP LOCKED),
+// and the ids picked are collected into an array first: PostgreSQL may plan "id IN (subquery)"
+// as a nested loop that runs the subquery again for every row it looks at, and each run skips
+// the rows this statement has already leased and picks limit more, so the claim took every due
+// message however small its limit. ARRAY(subquery) is an init plan, run once. SQLite runs the
+// uncorrelated subquery once anyway, and has no row locks to skip: its writers take turns.
+const (
+	claimDue = `SELECT id FROM outbox WHERE ` + pendingSQL + ` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
+  ORDER BY next_attempt_at LIMIT ?`
+	claimSet   = `UPDATE outbox SET locked_until = ?, attempts = attempts + 1`
+	claimAgain = ` AND ` + pendingSQL + ` AND (locked_until IS NULL OR locked_until <= ?)
+ RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`
+	claimSQLite   = claimSet + ` WHERE id IN (` + claimDue + `)` + claimAgain
+	claimPostgres = claimSet + ` WHERE id = ANY(ARRAY(` + claimDue + ` FOR UPDATE SKIP LOCKED))` + claimAgain
+)
+
 // ClaimOutbox takes a lease until until on up to limit messages due at now, the earliest due
 // first, with one conditional UPDATE, so that only one worker anywhere gets each, and returns
 // them with their attempts counted (the claim is one). A message is due when it is pending, its
-// next attempt is at or before now and no lease on it runs past now. On PostgreSQL, rows another
-// worker is claiming are skipped rather than waited for. The outer condition repeats the inner
-// one: on PostgreSQL a row picked may be claimed by another worker before this one locks it, and
-// is then left to that worker.
+// next attempt is at or before now and no lease on it runs past now.
 //
 // until fences workers off each other (mail's hold): it must be later than now, and a worker
 // finds it still holds a message while the message's locked_until is the until it set.
 func (s *Store) ClaimOutbox(ctx context.Context, now, until time.Time, limit int) ([]OutboxMessage, error) {
-	skipLocked := ""
+	claim := claimSQLite
 	if s.postgres {
-		skipLocked = " FOR UPDATE SKIP LOCKED"
+		claim = claimPostgres
 	}
 	var batch []OutboxMessage
-	err := NowScan(s.db.WithContext(ctx), &batch, `UPDATE outbox SET locked_until = ?, attempts = attempts + 1
- WHERE id IN (SELECT id FROM outbox WHERE `+pendingSQL+` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
-  ORDER BY next_attempt_at LIMIT ?`+skipLocked+`)
- AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)
- RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
-		until, now, now, limit, now)
-	if err != nil {
+	if err := NowScan(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
 		return nil, fmt.Errorf("models: claiming e-mail: %w", err)
 	}
 	return batch, nil
@@ -177,11 +188,17 @@ func (s *Store) PruneGivenUpOutbox(ctx context.Context, cutoff time.Time, limit 
 	return res.RowsAffected, nil
 }
 
-// lastError is s cut to the size of outbox.last_error (OutboxMessage.LastError).
+// lastError is s cut to the size of outbox.last_error (OutboxMessage.LastError), at most 500
+// bytes and so at most 500 characters. The cut falls between characters: PostgreSQL refuses text
+// that is not UTF-8, and a failure that could not be recorded would be retried for ever.
 func lastError(s string) string {
 	const size = 500
 	if len(s) <= size {
 		return s
 	}
-	return s[:size]
+	cut := size
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
