@@ -24,14 +24,34 @@ var (
 	ErrUserNotFound = errors.New("auth: user not found")
 )
 
-// FieldError is a rejected input field; Reason is written for the person who sent it.
+// FieldError is a rejected input field: which one, and why, as a reason a program can act on.
+// The HTTP layer words it for its audience.
 type FieldError struct {
 	Field  string
-	Reason string
+	Reason FieldReason
+	// Max is the limit a ReasonTooLong went past: characters for a name, encoded bytes for a URL.
+	Max int
 }
 
 // Error describes the rejected field.
 func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason) }
+
+// FieldReason says why a field was rejected.
+type FieldReason string
+
+// The reasons a field is rejected.
+const (
+	// ReasonInvalidUTF8 is text that is not valid UTF-8.
+	ReasonInvalidUTF8 FieldReason = "invalid utf-8"
+	// ReasonTooLong is a value longer than FieldError.Max.
+	ReasonTooLong FieldReason = "too long"
+	// ReasonInvisible is text with control or invisible characters where they do no work.
+	ReasonInvisible FieldReason = "control or invisible characters"
+	// ReasonNoVisible is text that is not empty but puts no ink on the page.
+	ReasonNoVisible FieldReason = "no visible character"
+	// ReasonNotHTTPURL is a value that is not an absolute http(s) URL.
+	ReasonNotHTTPURL FieldReason = "not an absolute http(s) url"
+)
 
 // notFoundAs is notFound when err says the row does not exist; any other failure (the database
 // being unavailable, say) is wrapped with what was being done, so it is answered as what it is

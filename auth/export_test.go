@@ -9,9 +9,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// SetJobStarted lets tests observe (and hold) a job once it holds its lock.
-func (s *Service) SetJobStarted(f func(name string)) { s.jobStarted = f }
-
 // SetPruneBatch sets the most rows one statement of the prune deletes.
 func (s *Service) SetPruneBatch(n int) { s.pruneBatch = n }
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 )
 
 // Session checks that reach the database at the same moment share queries on PostgreSQL. Each
@@ -21,7 +21,7 @@ import (
 // than once, and tokens that match nothing, all answered right. On PostgreSQL the test also sees
 // that reads did share queries, so it exercises the batches and not one query per read.
 func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const users, readsEach = 12, 25
 		emails := make([]string, users)
 		tokens := make([]string, users)
@@ -81,7 +81,7 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 			t.Fatalf("%d of %d reads got a wrong answer", wrong.Load(), reads)
 		}
 		switch e.Dialect {
-		case apptest.Postgres:
+		case testkit.Postgres:
 			if queries >= reads {
 				t.Fatalf("%d reads took %d queries: none were shared", reads, queries)
 			}
@@ -99,7 +99,7 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 // query that began before it arrived, nor takes the answer of one (catalogue #75, ASVS 5.0 7.4.1:
 // a signed-out bearer token is refused at once).
 func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		busy := e.SignIn("busy@example.com").Token
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -172,7 +172,7 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 // while the query it was part of goes on for the others; and when the database does not keep
 // up, reads past SessionReadQueue fail at once instead of queueing without end.
 func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
-	e := apptest.New(t, apptest.Postgres)
+	e := testkit.New(t, testkit.Postgres)
 	s := e.SignIn("patient@example.com")
 	q := auth.SessionQuery{Token: s.Token, FromDatabase: true, NoRefresh: true}
 	sqlDB, err := e.DB.DB()
@@ -272,7 +272,7 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 // A hash that matches no live session is sql.ErrNoRows from the reader itself, on both databases,
 // not a zero session that happens to look expired.
 func TestSessionReaderNoRows(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("someone@example.com")
 		if err := e.Auth.SignOut(context.Background(), s.Token); err != nil {
 			t.Fatal(err)

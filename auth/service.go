@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,10 +57,6 @@ type Service struct {
 	revoked       *revocations
 	readSession   sessionReader
 	stats         counters
-	// jobLocks keeps a job from running twice at once in this instance.
-	jobLocks sync.Map
-	// jobStarted, when set by tests, is called once a job holds its lock.
-	jobStarted func(name string)
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
 	pruneBatch int
 }

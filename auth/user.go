@@ -31,21 +31,21 @@ const maxImageURLLength = 2048
 func ValidateName(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	if !utf8.ValidString(name) {
-		return "", &FieldError{Field: "name", Reason: "Invalid input: not valid UTF-8"}
+		return "", &FieldError{Field: "name", Reason: ReasonInvalidUTF8}
 	}
 	if utf8.RuneCountInString(name) > MaxNameLength {
-		return "", &FieldError{Field: "name", Reason: fmt.Sprintf("Too big: expected string to have <=%d characters", MaxNameLength)}
+		return "", &FieldError{Field: "name", Reason: ReasonTooLong, Max: MaxNameLength}
 	}
 	runes := []rune(name)
 	visible := false
 	for i, r := range runes {
 		if !nameRuneAllowed(runes, i) {
-			return "", &FieldError{Field: "name", Reason: "Invalid input: control and invisible characters are not allowed"}
+			return "", &FieldError{Field: "name", Reason: ReasonInvisible}
 		}
 		visible = visible || visibleRune(r)
 	}
 	if name != "" && !visible {
-		return "", &FieldError{Field: "name", Reason: "Invalid input: expected at least one visible character"}
+		return "", &FieldError{Field: "name", Reason: ReasonNoVisible}
 	}
 	return name, nil
 }
@@ -55,12 +55,12 @@ func ValidateName(name string) (string, error) {
 func validateImage(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return "", &FieldError{Field: "image", Reason: "Invalid input: expected an absolute http(s) URL"}
+		return "", &FieldError{Field: "image", Reason: ReasonNotHTTPURL}
 	}
 	if s := u.String(); len(s) <= maxImageURLLength {
 		return s, nil
 	}
-	return "", &FieldError{Field: "image", Reason: fmt.Sprintf("Too big: expected a URL of at most %d characters", maxImageURLLength)}
+	return "", &FieldError{Field: "image", Reason: ReasonTooLong, Max: maxImageURLLength}
 }
 
 // UserUpdate is a change to a user's profile; nil fields stay as they are.
