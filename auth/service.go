@@ -25,6 +25,7 @@ type Store interface {
 	deletionStore
 	profileStore
 	pruneStore
+	mail.Store
 }
 
 // Options are the dependencies and settings of a Service.
@@ -127,7 +128,7 @@ func New(opts Options) (*Service, error) {
 	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.
-	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
+	outbox, err := mail.NewOutbox(opts.Store, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"codeauth/models"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 )
 
 // Catalogue G71: deleting the account ends every session at once (bearer, and this instance's
@@ -255,10 +254,11 @@ func TestDelivery_RevokedKeyIsRetried(t *testing.T) {
 	e := testkit.New(t, testkit.SQLite, testkit.WithProvider(resend))
 	enqueue := func(to string) {
 		t.Helper()
-		err := e.DB.Transaction(func(tx *gorm.DB) error {
-			return e.Auth.Outbox().Enqueue(tx, mail.Draft{Kind: mail.KindWelcome, To: to}, mail.EnqueueOptions{})
-		})
+		row, err := e.Auth.Outbox().Prepare(mail.Draft{Kind: mail.KindWelcome, To: to}, mail.EnqueueOptions{})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.DB.Create(&row).Error; err != nil {
 			t.Fatal(err)
 		}
 	}

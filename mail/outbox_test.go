@@ -70,7 +70,11 @@ func (f *fleet) instance(m mail.Mailer) *mail.Outbox {
 	if f.url != "" {
 		db = f.open(models.Options{DatabaseURL: f.url, Now: f.clock.Now})
 	}
-	o, err := mail.NewOutbox(db, m, composer, make([]byte, 32), time.Hour, f.clock.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
+	store, err := models.NewStore(db)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := mail.NewOutbox(store, m, composer, make([]byte, 32), time.Hour, f.clock.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -83,8 +87,12 @@ var composer = mail.Composer{SiteName: "Acme", SiteURL: "https://auth.acme.test"
 func (f *fleet) enqueue(o *mail.Outbox, to string) {
 	f.t.Helper()
 	d, err := composer.Welcome(to)
+	var row models.OutboxMessage
 	if err == nil {
-		err = f.db.Transaction(func(tx *gorm.DB) error { return o.Enqueue(tx, d, mail.EnqueueOptions{}) })
+		row, err = o.Prepare(d, mail.EnqueueOptions{})
+	}
+	if err == nil {
+		err = f.db.Create(&row).Error
 	}
 	if err != nil {
 		f.t.Fatal(err)
@@ -95,7 +103,7 @@ func (f *fleet) enqueue(o *mail.Outbox, to string) {
 func (f *fleet) pending() int64 {
 	f.t.Helper()
 	var n int64
-	if err := f.db.Model(&models.OutboxMessage{}).Where("status = ?", "pending").Count(&n).Error; err != nil {
+	if err := f.db.Model(&models.OutboxMessage{}).Where("status = ?", models.OutboxPending).Count(&n).Error; err != nil {
 		f.t.Fatal(err)
 	}
 	return n
