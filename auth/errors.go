@@ -8,8 +8,6 @@ import (
 	"fmt"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
 
 // Errors returned by the service. Callers compare with errors.Is.
@@ -59,7 +57,7 @@ const (
 // being unavailable, say) is wrapped with what was being done, so it is answered as what it is
 // and never passed off as a refusal of the request.
 func notFoundAs(err, notFound error, doing string) error {
-	if errors.Is(err, models.ErrNotFound) || errors.Is(err, gorm.ErrRecordNotFound) {
+	if errors.Is(err, models.ErrNotFound) {
 		return notFound
 	}
 	return fmt.Errorf("auth: %s: %w", doing, err)

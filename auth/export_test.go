@@ -17,25 +17,21 @@ func (s *Service) PurgeUsersForTest(ctx context.Context, ids []string, cutoff ti
 }
 
 // SessionReadQueue is how many session reads may wait for the database on PostgreSQL.
-const SessionReadQueue = sessionReadQueue
+const SessionReadQueue = models.SessionReadQueue
 
 // ErrSessionReadsBusy is the error of a session read past SessionReadQueue.
-var ErrSessionReadsBusy = errSessionReadsBusy
+var ErrSessionReadsBusy = models.ErrSessionReadsBusy
 
 // SetSessionReadTimeout bounds each batch query of the session reads on PostgreSQL to d; it
 // reports false on SQLite, whose reads are not batched.
 func (s *Service) SetSessionReadTimeout(d time.Duration) bool {
-	b, ok := s.readSession.(*batchReader)
-	if ok {
-		b.timeout.Store(int64(d))
-	}
-	return ok
+	return s.store.(*models.Store).SetSessionReadTimeout(d)
 }
 
-// ReadSession runs the session reader for a token hash, as a request's session check does.
-func (s *Service) ReadSession(ctx context.Context, hash string) (models.Session, models.User, error) {
+// ReadSession runs the store's session read for a token hash, as a request's session check does.
+func (s *Service) ReadSession(ctx context.Context, hash string) (models.Session, models.User, bool, error) {
 	var sess models.Session
 	var user models.User
-	err := s.readSession.read(ctx, hash, &sess, &user)
-	return sess, user, err
+	found, err := s.store.ReadSession(ctx, hash, &sess, &user)
+	return sess, user, found, err
 }

@@ -12,7 +12,6 @@ import (
 	"codeauth/models"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 )
 
 // Store is the storage the service needs, by capability; models.Store implements it. The
@@ -25,6 +24,7 @@ type Store interface {
 	deletionStore
 	profileStore
 	pruneStore
+	sessionStore
 	mail.Store
 }
 
@@ -32,9 +32,6 @@ type Store interface {
 type Options struct {
 	// Store is the service's storage.
 	Store Store
-	// DB is the opened and migrated database. (Temporary: the outbox and the job locks still
-	// take it; issue 14 removes it.)
-	DB *gorm.DB
 	// Mailer delivers codes and notices.
 	Mailer mail.Mailer
 	// Secret is AUTH_SECRET; every key is derived from it.
@@ -60,7 +57,6 @@ type Options struct {
 // Service implements sign-in by e-mail code and the sessions that follow it.
 type Service struct {
 	store         Store
-	db            *gorm.DB
 	outbox        *mail.Outbox
 	compose       mail.Composer
 	changeLinks   bool
@@ -72,7 +68,6 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
-	readSession   sessionReader
 	stats         counters
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
 	pruneBatch int
@@ -80,7 +75,7 @@ type Service struct {
 
 // New builds a Service.
 func New(opts Options) (*Service, error) {
-	if opts.Store == nil || opts.DB == nil || opts.Mailer == nil {
+	if opts.Store == nil || opts.Mailer == nil {
 		return nil, errors.New("auth: a store and a mailer are required")
 	}
 	if len(opts.Secret) == 0 {
@@ -92,7 +87,6 @@ func New(opts Options) (*Service, error) {
 	}
 	s := &Service{
 		store:         opts.Store,
-		db:            opts.DB,
 		changeLinks:   opts.EmailChangeLinks,
 		deletionGrace: opts.DeletionGrace,
 		keys:          k,
@@ -112,9 +106,6 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
-	}
-	if s.readSession, err = newSessionReader(opts.DB, &s.stats.sessionQueries); err != nil {
-		return nil, err
 	}
 	if s.maxFailures <= 0 {
 		s.maxFailures = DefaultMaxFailedVerifications
@@ -176,7 +167,7 @@ type Stats struct {
 
 type counters struct {
 	codesIssued, codeComparisons, signIns, signUps, failedVerifications, throttled atomic.Int64
-	sessionReads, sessionQueries                                                   atomic.Int64
+	sessionReads                                                                   atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -189,7 +180,7 @@ func (s *Service) Stats() Stats {
 		FailedVerifications: s.stats.failedVerifications.Load(),
 		Throttled:           s.stats.throttled.Load(),
 		SessionReads:        s.stats.sessionReads.Load(),
-		SessionQueries:      s.stats.sessionQueries.Load(),
+		SessionQueries:      s.store.SessionQueries(),
 	}
 }
 

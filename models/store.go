@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 )
@@ -20,6 +21,9 @@ import (
 type Store struct {
 	db       *gorm.DB
 	postgres bool
+	// sessions answers ReadSession; sessionQueries counts its queries.
+	sessions       sessionReader
+	sessionQueries atomic.Int64
 }
 
 // OpenStore opens the database opts chooses (Open), brings its schema up to date (Migrate) and
@@ -41,7 +45,12 @@ func NewStore(db *gorm.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("models: a database is required")
 	}
-	return &Store{db: db, postgres: db.Dialector.Name() == "postgres"}, nil
+	s := &Store{db: db, postgres: db.Dialector.Name() == "postgres"}
+	var err error
+	if s.sessions, err = newSessionReader(db, &s.sessionQueries); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close closes the database.

@@ -132,7 +132,6 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	s.Auth, err = auth.New(auth.Options{
 		Store:                  s.Store,
-		DB:                     s.Store.DB(),
 		Mailer:                 mailer,
 		Secret:                 cfg.Secret,
 		SessionMaxAge:          cfg.SessionMaxAge,
