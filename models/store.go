@@ -98,8 +98,8 @@ func notFound(err error, doing string) error {
 	return fmt.Errorf("models: %s: %w", doing, err)
 }
 
-// transaction runs fn in a transaction of the store: pipelined on PostgreSQL (Transaction), so
+// transaction runs fn in a transaction of the store: pipelined on PostgreSQL (inTransaction), so
 // the writes that wait go to the server together with the next read or the COMMIT.
 func (s *Store) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return Transaction(ctx, s.db, fn)
+	return inTransaction(ctx, s.db, fn)
 }

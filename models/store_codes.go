@@ -56,7 +56,7 @@ func (s *Store) ReplaceCode(ctx context.Context, v Verification, mail OutboxMess
 // upsert; the row gets v's new id, so work in flight against the old code cannot touch the new
 // one.
 func upsertCode(tx *gorm.DB, v *Verification) error {
-	err := LaterInsert(tx, v, ` ON CONFLICT (purpose, subject) DO UPDATE SET id = excluded.id, email = excluded.email,
+	err := insertLater(tx, v, ` ON CONFLICT (purpose, subject) DO UPDATE SET id = excluded.id, email = excluded.email,
  code_hash = excluded.code_hash, attempts = excluded.attempts, exhausted = excluded.exhausted,
  expires_at = excluded.expires_at, created_at = excluded.created_at`)
 	if err != nil {
@@ -123,7 +123,7 @@ func (s *Store) SpendAttempt(ctx context.Context, a Attempt) (*SpentAttempt, err
 		args = append(args, a.LockKey, a.FailureResetAt, a.Now, a.Now, a.Now)
 	}
 	var rows []SpentAttempt
-	if err := NowScan(db, &rows, query, args...); err != nil {
+	if err := scanNow(db, &rows, query, args...); err != nil {
 		return nil, fmt.Errorf("models: counting an attempt: %w", err)
 	}
 	if len(rows) != 1 {
@@ -179,7 +179,7 @@ func (s *Store) MarkCodeExhausted(ctx context.Context, id string) (bool, error) 
 // consumeCode deletes the matched code inside tx, or fails with ErrLost: exactly one of any
 // number of parallel requests holding the same right code consumes it.
 func consumeCode(tx *gorm.DB, v Verification) error {
-	n, err := Now(tx, "DELETE FROM verifications WHERE id = ? AND code_hash = ?", v.ID, v.CodeHash)
+	n, err := execNow(tx, "DELETE FROM verifications WHERE id = ? AND code_hash = ?", v.ID, v.CodeHash)
 	if err != nil {
 		return fmt.Errorf("models: consuming a code: %w", err)
 	}

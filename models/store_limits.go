@@ -57,7 +57,7 @@ func (s *Store) Count(ctx context.Context, c Count) (Counted, error) {
 // with what waits.
 func count(db *gorm.DB, c Count) (Counted, error) {
 	var rows []Counted
-	err := NowScan(db, &rows, hitQuery, c.Key, c.ResetAt, c.Now, c.Now, c.Now, c.LockKey, c.MaxFailures, c.Now)
+	err := scanNow(db, &rows, hitQuery, c.Key, c.ResetAt, c.Now, c.Now, c.Now, c.LockKey, c.MaxFailures, c.Now)
 	if err == nil && len(rows) != 1 {
 		err = fmt.Errorf("%d rows", len(rows))
 	}
@@ -82,7 +82,7 @@ func (s *Store) Counter(ctx context.Context, key string) (AuthThrottle, error) {
 // clearCounter deletes the counter key inside tx (a successful sign-in clears the address's
 // failures), with the statements that follow it in a pipelined transaction.
 func clearCounter(tx *gorm.DB, key string) error {
-	if err := Later(tx, "DELETE FROM auth_throttle WHERE key = ?", key); err != nil {
+	if err := execLater(tx, "DELETE FROM auth_throttle WHERE key = ?", key); err != nil {
 		return fmt.Errorf("models: clearing a counter: %w", err)
 	}
 	return nil

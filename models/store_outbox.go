@@ -32,17 +32,17 @@ const (
 // enqueueOutbox writes row inside tx, for delivery once tx commits. A row with a Supersede key
 // first deletes the pending messages queued with the same key: a new code replaces the old one
 // in the queue as it does in the database. row.CreatedAt is the enqueue's now. Both statements
-// go with Later, so in a pipelined transaction they cost no round trip of their own.
+// go with execLater, so in a pipelined transaction they cost no round trip of their own.
 func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
 	if row.Supersede != "" {
 		// A message a worker is sending right now is left to finish: it is already on its way.
-		if err := Later(tx, `DELETE FROM outbox
+		if err := execLater(tx, `DELETE FROM outbox
  WHERE supersede = ? AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)`,
 			row.Supersede, row.CreatedAt); err != nil {
 			return fmt.Errorf("models: superseding queued e-mail: %w", err)
 		}
 	}
-	if err := LaterInsert(tx, row, ""); err != nil {
+	if err := insertLater(tx, row, ""); err != nil {
 		return fmt.Errorf("models: queueing e-mail: %w", err)
 	}
 	return nil
@@ -89,7 +89,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, now, until time.Time, limit int
 		claim = claimPostgres
 	}
 	var batch []OutboxMessage
-	if err := NowScan(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
+	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
 		return nil, fmt.Errorf("models: claiming e-mail: %w", err)
 	}
 	return batch, nil

@@ -54,7 +54,7 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		fresh := in.Fresh
 		var found []User
-		if err := LaterScan(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
+		if err := scanLater(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
 			return fmt.Errorf("models: creating a user: %w", err)
 		}
 		if err := consumeCode(tx, in.Code); err != nil {
@@ -68,7 +68,7 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 			return err
 		}
 		in.Session.UserID = user.ID
-		if err := LaterInsert(tx, &in.Session, ""); err != nil {
+		if err := insertLater(tx, &in.Session, ""); err != nil {
 			return fmt.Errorf("models: creating a session: %w", err)
 		}
 		if created && in.Welcome != nil {
@@ -121,7 +121,7 @@ func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
 	}
 	if existing.DeletedAt.Valid || !existing.EmailVerified {
 		// Signing in restores a deleted account, and the code just proved the address.
-		if err := Later(tx, "UPDATE users SET deleted_at = NULL, email_verified = ?, updated_at = ? WHERE id = ?", true, in.Now, existing.ID); err != nil {
+		if err := execLater(tx, "UPDATE users SET deleted_at = NULL, email_verified = ?, updated_at = ? WHERE id = ?", true, in.Now, existing.ID); err != nil {
 			return User{}, false, fmt.Errorf("models: updating a user: %w", err)
 		}
 		existing.DeletedAt = gorm.DeletedAt{}
@@ -139,7 +139,7 @@ func signUpEffects(tx *gorm.DB, user User, ud UserData) error {
 	if err := ensureUserData(tx, &ud); err != nil {
 		return err
 	}
-	if err := Later(tx, "UPDATE purchases SET user_id = ? WHERE email = ? AND user_id IS NULL", user.ID, user.Email); err != nil {
+	if err := execLater(tx, "UPDATE purchases SET user_id = ? WHERE email = ? AND user_id IS NULL", user.ID, user.Email); err != nil {
 		return fmt.Errorf("models: linking purchases: %w", err)
 	}
 	return nil
@@ -147,7 +147,7 @@ func signUpEffects(tx *gorm.DB, user User, ud UserData) error {
 
 // ensureUserData creates the UserData row ud unless its user has one.
 func ensureUserData(tx *gorm.DB, ud *UserData) error {
-	if err := LaterInsert(tx, ud, " ON CONFLICT (user_id) DO NOTHING"); err != nil {
+	if err := insertLater(tx, ud, " ON CONFLICT (user_id) DO NOTHING"); err != nil {
 		return fmt.Errorf("models: creating user data: %w", err)
 	}
 	return nil
