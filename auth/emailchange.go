@@ -11,20 +11,6 @@ import (
 	"codeauth/models"
 )
 
-// Errors of the e-mail change.
-var (
-	// ErrEmailSame means the new address is the current one.
-	ErrEmailSame = errors.New("auth: email is the same")
-	// ErrChangeLinksDisabled means the link-based change is switched off in the configuration.
-	ErrChangeLinksDisabled = errors.New("auth: verification email isn't enabled")
-	// ErrInvalidToken covers an unknown, used, tampered or foreign link token.
-	ErrInvalidToken = errors.New("auth: invalid token")
-	// ErrTokenExpired means the link came too late.
-	ErrTokenExpired = errors.New("auth: token expired")
-	// ErrEmailTaken means the address to restore now belongs to another account.
-	ErrEmailTaken = errors.New("auth: email already in use")
-)
-
 // Purposes of the e-mail change codes and links, each usable only for its own purpose.
 const (
 	// PurposeChangeEmail codes confirm a new address from the app; their subject is the user.
@@ -324,12 +310,4 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 	user = locked
 	user.Email, user.EmailVerified, user.DeletedAt = v.Email, true, models.User{}.DeletedAt
 	return user, nil
-}
-
-// revokeLocally stops this instance's cookie caches from answering for the sessions.
-func (s *Service) revokeLocally(ids []string) {
-	now := s.now()
-	for _, id := range ids {
-		s.revoked.add(id, now, now.Add(CookieCacheTTL))
-	}
 }

@@ -11,22 +11,6 @@ import (
 	"codeauth/models"
 )
 
-// ErrRateLimited is matched (errors.Is) by every RateLimitError.
-var ErrRateLimited = errors.New("auth: rate limited")
-
-// RateLimitError means a limit was reached. RetryAfter says when the caller may try again.
-type RateLimitError struct {
-	RetryAfter time.Duration
-}
-
-// Error names the failure.
-func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("auth: rate limited, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrRateLimited) true for every RateLimitError.
-func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
-
 // Limits kept in the database, shared by every instance (CONTRACT.md "Limits").
 const (
 	// SendLimit is how many codes one address may be sent per SendWindow.

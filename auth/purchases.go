@@ -2,19 +2,10 @@ package auth
 
 import (
 	"context"
-	"errors"
 
 	"codeauth/models"
 
 	"github.com/google/uuid"
-)
-
-// Errors of purchase claims.
-var (
-	// ErrPurchaseNotFound means no purchase has that id.
-	ErrPurchaseNotFound = errors.New("auth: purchase not found")
-	// ErrPurchaseOtherEmail means the purchase was made with another address than the account's.
-	ErrPurchaseOtherEmail = errors.New("auth: purchase made with another e-mail address")
 )
 
 // Purchase returns the purchase with id.

@@ -2,12 +2,7 @@ package auth
 
 import (
 	"context"
-	"errors"
-	"strings"
-	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"codeauth/models"
 )
@@ -26,9 +21,6 @@ const (
 	// 7.5.1; SP 800-63B-4 asks for an authentication at most 20 minutes old).
 	FreshAge = 20 * time.Minute
 )
-
-// ErrSessionNotFresh means the session was signed in longer ago than FreshAge: sign in again.
-var ErrSessionNotFresh = errors.New("auth: session is not fresh")
 
 // Fresh reports whether the session was signed in at most FreshAge ago.
 func (s *Service) Fresh(st *SessionState) bool {
@@ -189,60 +181,4 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 type ClientMeta struct {
 	IPAddress string
 	UserAgent string
-}
-
-// cleanText makes client-supplied text (a User-Agent header) safe to store and show: invalid
-// UTF-8 becomes U+FFFD, control characters (NUL, which PostgreSQL refuses in text, among them)
-// are dropped, and the result is cut to at most n bytes without splitting a character.
-func cleanText(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// revocations remembers sessions revoked in this process until any cookie cache that could still
-// vouch for them has expired, so a signed-out browser replaying its cache is refused at once.
-// Other instances learn of the revocation through the database once the cache expires.
-type revocations struct {
-	mu    sync.RWMutex
-	until map[string]time.Time
-	sweep int
-}
-
-func newRevocations() *revocations {
-	return &revocations{until: map[string]time.Time{}, sweep: 1024}
-}
-
-func (r *revocations) add(id string, now, until time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.until) >= r.sweep {
-		for k, t := range r.until {
-			if !now.Before(t) {
-				delete(r.until, k)
-			}
-		}
-		r.sweep = 2 * len(r.until)
-		if r.sweep < 1024 {
-			r.sweep = 1024
-		}
-	}
-	r.until[id] = until
-}
-
-func (r *revocations) has(id string, now time.Time) bool {
-	r.mu.RLock()
-	t, ok := r.until[id]
-	r.mu.RUnlock()
-	return ok && now.Before(t)
 }

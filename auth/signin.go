@@ -33,11 +33,6 @@ type SignInResult struct {
 	Created bool
 }
 
-// ErrSignInUnconfirmed means the database broke off before it confirmed a sign-in's commit and
-// could not be asked afterwards whether it had committed: the code may have been used, so the
-// person should ask for a new one rather than try it again.
-var ErrSignInUnconfirmed = errors.New("auth: the sign-in could not be confirmed")
-
 // confirmTimeout bounds the look, after a commit that was not acknowledged, at whether it
 // committed: the request is already waiting on a broken connection.
 const confirmTimeout = 3 * time.Second
