@@ -1,4 +1,4 @@
-package models_test
+package models
 
 import (
 	"context"
@@ -6,40 +6,35 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/models"
-
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
-// The store conformance suite: each case runs on SQLite and on PostgreSQL (openEach), through
+// The store conformance suite: each case runs on SQLite and on PostgreSQL (forEachStore), through
 // the store's methods, and checks what they wrote with plain reads. The rules that use these
 // methods are tested in auth; these cases pin down what each method promises.
 
-// storeEach runs fn with a store on a fresh database of each kind, and the time its rows use.
-func storeEach(t *testing.T, fn func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time)) {
-	openEach(t, func(t *testing.T, db *gorm.DB) {
-		s, err := models.NewStore(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(t, s, db, time.Now().UTC().Truncate(time.Microsecond))
+// storeEach runs fn with a store on a fresh database of each kind (forEachStore), its GORM handle
+// for setting up and reading rows, and the time its rows use.
+func storeEach(t *testing.T, fn func(t *testing.T, s *Store, db *gorm.DB, now time.Time)) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		fn(t, s, s.db, time.Now().UTC().Truncate(time.Microsecond))
 	})
 }
 
 // code is a sign-in code row for email, created at now.
-func code(email string, now time.Time) models.Verification {
-	return models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: email, Email: email,
+func testCode(email string, now time.Time) Verification {
+	return Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: email, Email: email,
 		CodeHash: "hash-" + uuid.NewString(), ExpiresAt: now.Add(5 * time.Minute), CreatedAt: now}
 }
 
 // mail is an outbox row to to, queued at now.
-func mail(to, supersede string, now time.Time) models.OutboxMessage {
-	return models.OutboxMessage{ID: uuid.NewString(), Kind: "sign-in-code", Recipient: to, Supersede: supersede,
+func testMail(to, supersede string, now time.Time) OutboxMessage {
+	return OutboxMessage{ID: uuid.NewString(), Kind: "sign-in-code", Recipient: to, Supersede: supersede,
 		Payload: []byte("sealed"), Status: "pending", NextAttemptAt: now, CreatedAt: now}
 }
 
-func count(t *testing.T, db *gorm.DB, model any, where ...any) int64 {
+func rowCount(t *testing.T, db *gorm.DB, model any, where ...any) int64 {
 	t.Helper()
 	var n int64
 	q := db.Unscoped().Model(model)
@@ -53,9 +48,9 @@ func count(t *testing.T, db *gorm.DB, model any, where ...any) int64 {
 }
 
 func TestStoreCountsInWindowsAndReportsLocks(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
-		c := models.Count{Key: "send:a", ResetAt: now.Add(time.Minute), Now: now, LockKey: "fail:a", MaxFailures: 2}
+		c := Count{Key: "send:a", ResetAt: now.Add(time.Minute), Now: now, LockKey: "fail:a", MaxFailures: 2}
 		for want := 1; want <= 3; want++ {
 			got, err := s.Count(ctx, c)
 			if err != nil || got.Count != want || !got.ResetAt.Equal(now.Add(time.Minute)) || got.Locked {
@@ -70,7 +65,7 @@ func TestStoreCountsInWindowsAndReportsLocks(t *testing.T) {
 		}
 		// Two failures lock the address while their window lasts.
 		for range 2 {
-			if _, err := s.Count(ctx, models.Count{Key: "fail:a", ResetAt: now.Add(time.Hour), Now: now}); err != nil {
+			if _, err := s.Count(ctx, Count{Key: "fail:a", ResetAt: now.Add(time.Hour), Now: now}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -81,20 +76,20 @@ func TestStoreCountsInWindowsAndReportsLocks(t *testing.T) {
 		if err != nil || row.Count != 2 {
 			t.Fatalf("Counter: %+v, %v", row, err)
 		}
-		if _, err := s.Counter(ctx, "fail:none"); !errors.Is(err, models.ErrNotFound) {
+		if _, err := s.Counter(ctx, "fail:none"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a missing counter: %v, want ErrNotFound", err)
 		}
 	})
 }
 
 func TestStoreIssuesCodesWithinTheLimitOnly(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
-		send := func(lockKey string) (models.Counted, bool) {
+		send := func(lockKey string) (Counted, bool) {
 			t.Helper()
-			c, stored, err := s.IssueCode(ctx, models.SendCode{
-				Count: models.Count{Key: "send:b", ResetAt: now.Add(time.Minute), Now: now, LockKey: lockKey, MaxFailures: 1},
-				Limit: 2, Code: code("b@x.io", now), Mail: mail("b@x.io", "sign-in-code:b@x.io", now),
+			c, stored, err := s.IssueCode(ctx, SendCode{
+				Count: Count{Key: "send:b", ResetAt: now.Add(time.Minute), Now: now, LockKey: lockKey, MaxFailures: 1},
+				Limit: 2, Code: testCode("b@x.io", now), Mail: testMail("b@x.io", "sign-in-code:b@x.io", now),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -107,15 +102,15 @@ func TestStoreIssuesCodesWithinTheLimitOnly(t *testing.T) {
 			}
 		}
 		// One live code and one pending e-mail: each send replaced the one before.
-		if n, m := count(t, db, &models.Verification{}), count(t, db, &models.OutboxMessage{}); n != 1 || m != 1 {
+		if n, m := rowCount(t, db, &Verification{}), rowCount(t, db, &OutboxMessage{}); n != 1 || m != 1 {
 			t.Fatalf("%d codes and %d e-mails, want 1 and 1", n, m)
 		}
 		if c, stored := send(""); stored || c.Count != 3 {
 			t.Fatalf("past the limit: %+v, stored %v", c, stored)
 		}
 		// A lock refuses the send, however many are left.
-		db.Create(&models.AuthThrottle{Key: "fail:b", Count: 1, ResetAt: now.Add(time.Hour), UpdatedAt: now})
-		db.Where("key = ?", "send:b").Delete(&models.AuthThrottle{})
+		db.Create(&AuthThrottle{Key: "fail:b", Count: 1, ResetAt: now.Add(time.Hour), UpdatedAt: now})
+		db.Where("key = ?", "send:b").Delete(&AuthThrottle{})
 		if c, stored := send("fail:b"); stored || !c.Locked || c.Count != 1 {
 			t.Fatalf("locked: %+v, stored %v", c, stored)
 		}
@@ -123,13 +118,13 @@ func TestStoreIssuesCodesWithinTheLimitOnly(t *testing.T) {
 }
 
 func TestStoreSpendsAttemptsWithinTheBudget(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
-		v := code("c@x.io", now)
+		v := testCode("c@x.io", now)
 		if err := db.Create(&v).Error; err != nil {
 			t.Fatal(err)
 		}
-		attempt := models.Attempt{Purpose: "sign-in", Subject: "c@x.io", Email: "c@x.io", MaxAttempts: 2, Now: now,
+		attempt := Attempt{Purpose: "sign-in", Subject: "c@x.io", Email: "c@x.io", MaxAttempts: 2, Now: now,
 			LockKey: "fail:c", MaxFailures: 10, FailureResetAt: now.Add(time.Hour)}
 		// An attempt naming another address spends nothing and counts nothing.
 		other := attempt
@@ -158,33 +153,33 @@ func TestStoreSpendsAttemptsWithinTheBudget(t *testing.T) {
 			t.Fatalf("second exhaustion: %v, %v", first, err)
 		}
 		// A locked address spends nothing on a fresh code either.
-		w := code("e@x.io", now)
+		w := testCode("e@x.io", now)
 		db.Create(&w)
-		db.Create(&models.AuthThrottle{Key: "fail:e", Count: 10, ResetAt: now.Add(time.Hour), UpdatedAt: now})
+		db.Create(&AuthThrottle{Key: "fail:e", Count: 10, ResetAt: now.Add(time.Hour), UpdatedAt: now})
 		locked := attempt
 		locked.Subject, locked.Email, locked.LockKey = "e@x.io", "e@x.io", "fail:e"
 		if a, err := s.SpendAttempt(ctx, locked); err != nil || a != nil {
 			t.Fatalf("locked: %+v, %v", a, err)
 		}
-		if n := count(t, db, &models.Verification{}, "id = ? AND attempts = 0", w.ID); n != 1 {
+		if n := rowCount(t, db, &Verification{}, "id = ? AND attempts = 0", w.ID); n != 1 {
 			t.Fatal("a locked address's code lost an attempt")
 		}
 	})
 }
 
 // signIn is the SignIn of a fresh account for email with the code v.
-func signIn(email string, v models.Verification, now time.Time, welcomes *int) models.SignIn {
+func testSignIn(email string, v Verification, now time.Time, welcomes *int) SignIn {
 	id := uuid.NewString()
-	return models.SignIn{
-		Fresh:      models.User{ID: id, Email: email, Name: "N", EmailVerified: true, CreatedAt: now, UpdatedAt: now},
-		UserData:   models.UserData{ID: uuid.NewString(), UserID: id, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now},
+	return SignIn{
+		Fresh:      User{ID: id, Email: email, Name: "N", EmailVerified: true, CreatedAt: now, UpdatedAt: now},
+		UserData:   UserData{ID: uuid.NewString(), UserID: id, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now},
 		Code:       v,
 		FailureKey: "fail:" + email,
-		Session: models.Session{ID: uuid.NewString(), Token: uuid.NewString(), ExpiresAt: now.Add(time.Hour),
+		Session: Session{ID: uuid.NewString(), Token: uuid.NewString(), ExpiresAt: now.Add(time.Hour),
 			AbsoluteExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now},
-		Welcome: func(u models.User) (models.OutboxMessage, error) {
+		Welcome: func(u User) (OutboxMessage, error) {
 			*welcomes++
-			return mail(u.Email, "", now), nil
+			return testMail(u.Email, "", now), nil
 		},
 		GraceCutoff: now.Add(-24 * time.Hour),
 		Now:         now,
@@ -192,25 +187,25 @@ func signIn(email string, v models.Verification, now time.Time, welcomes *int) m
 }
 
 func TestStoreCompletesSignInsOnce(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
 		welcomes := 0
-		db.Create(&models.Purchase{ID: uuid.NewString(), Email: "f@x.io", Product: "p", PurchasedAt: now, CreatedAt: now})
-		db.Create(&models.AuthThrottle{Key: "fail:f@x.io", Count: 3, ResetAt: now.Add(time.Hour), UpdatedAt: now})
-		v := code("f@x.io", now)
+		db.Create(&Purchase{ID: uuid.NewString(), Email: "f@x.io", Product: "p", PurchasedAt: now, CreatedAt: now})
+		db.Create(&AuthThrottle{Key: "fail:f@x.io", Count: 3, ResetAt: now.Add(time.Hour), UpdatedAt: now})
+		v := testCode("f@x.io", now)
 		db.Create(&v)
-		in := signIn("f@x.io", v, now, &welcomes)
+		in := testSignIn("f@x.io", v, now, &welcomes)
 		done, err := s.CompleteSignIn(ctx, in)
 		if err != nil || !done.Created || done.User.ID != in.Fresh.ID || welcomes != 1 {
 			t.Fatalf("sign-up: %+v, %v, %d welcomes", done, err, welcomes)
 		}
 		for what, n := range map[string]int64{
-			"session":          count(t, db, &models.Session{}, "id = ? AND user_id = ?", in.Session.ID, in.Fresh.ID),
-			"user data":        count(t, db, &models.UserData{}, "user_id = ?", in.Fresh.ID),
-			"linked purchase":  count(t, db, &models.Purchase{}, "user_id = ?", in.Fresh.ID),
-			"welcome e-mail":   count(t, db, &models.OutboxMessage{}),
-			"no code":          1 - count(t, db, &models.Verification{}),
-			"no failure count": 1 - count(t, db, &models.AuthThrottle{}),
+			"session":          rowCount(t, db, &Session{}, "id = ? AND user_id = ?", in.Session.ID, in.Fresh.ID),
+			"user data":        rowCount(t, db, &UserData{}, "user_id = ?", in.Fresh.ID),
+			"linked purchase":  rowCount(t, db, &Purchase{}, "user_id = ?", in.Fresh.ID),
+			"welcome e-mail":   rowCount(t, db, &OutboxMessage{}),
+			"no code":          1 - rowCount(t, db, &Verification{}),
+			"no failure count": 1 - rowCount(t, db, &AuthThrottle{}),
 		} {
 			if n != 1 {
 				t.Errorf("%s: %d", what, n)
@@ -220,17 +215,17 @@ func TestStoreCompletesSignInsOnce(t *testing.T) {
 			t.Fatalf("SessionExists: %v, %v", ok, err)
 		}
 		// The code is gone: the same sign-in again loses, and writes nothing.
-		again := signIn("f@x.io", v, now, &welcomes)
-		if _, err := s.CompleteSignIn(ctx, again); !errors.Is(err, models.ErrLost) {
+		again := testSignIn("f@x.io", v, now, &welcomes)
+		if _, err := s.CompleteSignIn(ctx, again); !errors.Is(err, ErrLost) {
 			t.Fatalf("a used code: %v, want ErrLost", err)
 		}
-		if n := count(t, db, &models.Session{}); n != 1 {
+		if n := rowCount(t, db, &Session{}); n != 1 {
 			t.Fatalf("%d sessions after a lost sign-in", n)
 		}
 		// A new code signs the existing account in: not created, no welcome.
-		w := code("f@x.io", now)
+		w := testCode("f@x.io", now)
 		db.Create(&w)
-		done, err = s.CompleteSignIn(ctx, signIn("f@x.io", w, now, &welcomes))
+		done, err = s.CompleteSignIn(ctx, testSignIn("f@x.io", w, now, &welcomes))
 		if err != nil || done.Created || done.User.ID != in.Fresh.ID || welcomes != 1 {
 			t.Fatalf("sign-in: %+v, %v, %d welcomes", done, err, welcomes)
 		}
@@ -238,7 +233,7 @@ func TestStoreCompletesSignInsOnce(t *testing.T) {
 }
 
 func TestStoreSignInRestoresOrPurgesDeletedAccounts(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
 		welcomes := 0
 		for _, tc := range []struct {
@@ -249,20 +244,20 @@ func TestStoreSignInRestoresOrPurgesDeletedAccounts(t *testing.T) {
 			{"in-grace@x.io", now.Add(-time.Hour), true},
 			{"past-grace@x.io", now.Add(-48 * time.Hour), false},
 		} {
-			old := models.User{ID: uuid.NewString(), Email: tc.email, Name: "Old", EmailVerified: true, CreatedAt: now, UpdatedAt: now,
+			old := User{ID: uuid.NewString(), Email: tc.email, Name: "Old", EmailVerified: true, CreatedAt: now, UpdatedAt: now,
 				DeletedAt: gorm.DeletedAt{Time: tc.deletedAt, Valid: true}}
 			db.Create(&old)
-			v := code(tc.email, now)
+			v := testCode(tc.email, now)
 			db.Create(&v)
-			done, err := s.CompleteSignIn(ctx, signIn(tc.email, v, now, &welcomes))
+			done, err := s.CompleteSignIn(ctx, testSignIn(tc.email, v, now, &welcomes))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.restored {
-				if done.Created || done.User.ID != old.ID || done.User.DeletedAt.Valid || count(t, db, &models.User{}, "id = ? AND deleted_at IS NULL", old.ID) != 1 {
+				if done.Created || done.User.ID != old.ID || done.User.DeletedAt.Valid || rowCount(t, db, &User{}, "id = ? AND deleted_at IS NULL", old.ID) != 1 {
 					t.Errorf("%s: %+v, want the old account restored", tc.email, done)
 				}
-			} else if !done.Created || done.User.ID == old.ID || count(t, db, &models.User{}, "id = ?", old.ID) != 0 {
+			} else if !done.Created || done.User.ID == old.ID || rowCount(t, db, &User{}, "id = ?", old.ID) != 0 {
 				t.Errorf("%s: %+v, want the old account purged and a new one", tc.email, done)
 			}
 		}
@@ -270,32 +265,32 @@ func TestStoreSignInRestoresOrPurgesDeletedAccounts(t *testing.T) {
 }
 
 func TestStoreMovesAndRestoresAddresses(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
-		u := models.User{ID: uuid.NewString(), Email: "old@x.io", Name: "U", EmailVerified: true, CreatedAt: now, UpdatedAt: now}
-		taken := models.User{ID: uuid.NewString(), Email: "taken@x.io", Name: "T", EmailVerified: true, CreatedAt: now, UpdatedAt: now}
+		u := User{ID: uuid.NewString(), Email: "old@x.io", Name: "U", EmailVerified: true, CreatedAt: now, UpdatedAt: now}
+		taken := User{ID: uuid.NewString(), Email: "taken@x.io", Name: "T", EmailVerified: true, CreatedAt: now, UpdatedAt: now}
 		db.Create(&u)
 		db.Create(&taken)
-		sessions := make([]models.Session, 3)
+		sessions := make([]Session, 3)
 		for i := range sessions {
-			sessions[i] = models.Session{ID: uuid.NewString(), Token: uuid.NewString(), UserID: u.ID, ExpiresAt: now.Add(time.Hour),
+			sessions[i] = Session{ID: uuid.NewString(), Token: uuid.NewString(), UserID: u.ID, ExpiresAt: now.Add(time.Hour),
 				AbsoluteExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
 			db.Create(&sessions[i])
 		}
-		change := func(newEmail string, v models.Verification) (models.User, []string, error) {
-			link := models.Verification{ID: uuid.NewString(), Purpose: "email-restore", Subject: u.ID + ":old@x.io", Email: "old@x.io",
+		change := func(newEmail string, v Verification) (User, []string, error) {
+			link := Verification{ID: uuid.NewString(), Purpose: "email-restore", Subject: u.ID + ":old@x.io", Email: "old@x.io",
 				CodeHash: "r", ExpiresAt: now.Add(time.Hour), CreatedAt: now}
-			return s.ApplyEmailChange(ctx, models.EmailChange{UserID: u.ID, OldEmail: "old@x.io", NewEmail: newEmail, Code: v,
+			return s.ApplyEmailChange(ctx, EmailChange{UserID: u.ID, OldEmail: "old@x.io", NewEmail: newEmail, Code: v,
 				KeepSession: sessions[0].ID, PendingPurposes: []string{"change-email", "change-email-link"}, FailureKey: "fail:" + newEmail,
-				RestoreLink: link, Notice: mail("old@x.io", "", now), Now: now})
+				RestoreLink: link, Notice: testMail("old@x.io", "", now), Now: now})
 		}
-		v := models.Verification{ID: uuid.NewString(), Purpose: "change-email", Subject: u.ID, Email: "taken@x.io", CodeHash: "h",
+		v := Verification{ID: uuid.NewString(), Purpose: "change-email", Subject: u.ID, Email: "taken@x.io", CodeHash: "h",
 			ExpiresAt: now.Add(time.Hour), CreatedAt: now}
 		db.Create(&v)
-		if _, _, err := change("taken@x.io", v); !errors.Is(err, models.ErrAddressTaken) {
+		if _, _, err := change("taken@x.io", v); !errors.Is(err, ErrAddressTaken) {
 			t.Fatalf("a taken address: %v, want ErrAddressTaken", err)
 		}
-		if n := count(t, db, &models.Verification{}, "id = ?", v.ID); n != 1 {
+		if n := rowCount(t, db, &Verification{}, "id = ?", v.ID); n != 1 {
 			t.Fatal("a refused change consumed its code")
 		}
 		v.Email = "new@x.io"
@@ -304,18 +299,18 @@ func TestStoreMovesAndRestoresAddresses(t *testing.T) {
 		if err != nil || user.Email != "new@x.io" || len(revoked) != 2 {
 			t.Fatalf("change: %+v, %v, %v", user, revoked, err)
 		}
-		if n := count(t, db, &models.Session{}, "user_id = ?", u.ID); n != 1 {
+		if n := rowCount(t, db, &Session{}, "user_id = ?", u.ID); n != 1 {
 			t.Fatalf("%d sessions left, want the kept one", n)
 		}
 		// The code is used: the same change again is lost (the address moved too).
-		if _, _, err := change("new@x.io", v); !errors.Is(err, models.ErrLost) {
+		if _, _, err := change("new@x.io", v); !errors.Is(err, ErrLost) {
 			t.Fatalf("a used code: %v, want ErrLost", err)
 		}
 		link, err := s.CodeByID(ctx, mustRestoreLink(t, db, u.ID).ID, "email-restore")
 		if err != nil {
 			t.Fatal(err)
 		}
-		restore := models.EmailRestore{UserID: u.ID, Email: "old@x.io", Code: link, RestorePurpose: "email-restore",
+		restore := EmailRestore{UserID: u.ID, Email: "old@x.io", Code: link, RestorePurpose: "email-restore",
 			PendingPurposes: []string{"change-email", "change-email-link"}, GraceCutoff: now.Add(-time.Hour), Now: now}
 		before, revoked, err := s.RestoreEmail(ctx, restore)
 		if err != nil || before.Email != "new@x.io" || len(revoked) != 1 {
@@ -324,15 +319,15 @@ func TestStoreMovesAndRestoresAddresses(t *testing.T) {
 		if got, err := s.User(ctx, u.ID); err != nil || got.Email != "old@x.io" {
 			t.Fatalf("after the restore: %+v, %v", got, err)
 		}
-		if _, _, err := s.RestoreEmail(ctx, restore); !errors.Is(err, models.ErrLost) {
+		if _, _, err := s.RestoreEmail(ctx, restore); !errors.Is(err, ErrLost) {
 			t.Fatalf("a used restore link: %v, want ErrLost", err)
 		}
 	})
 }
 
-func mustRestoreLink(t *testing.T, db *gorm.DB, userID string) models.Verification {
+func mustRestoreLink(t *testing.T, db *gorm.DB, userID string) Verification {
 	t.Helper()
-	var v models.Verification
+	var v Verification
 	if err := db.Where("purpose = ? AND subject = ?", "email-restore", userID+":old@x.io").Take(&v).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -340,33 +335,33 @@ func mustRestoreLink(t *testing.T, db *gorm.DB, userID string) models.Verificati
 }
 
 func TestStoreDeletesAndPurgesAccounts(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
-		u := models.User{ID: uuid.NewString(), Email: "g@x.io", Name: "G", EmailVerified: true, CreatedAt: now, UpdatedAt: now}
+		u := User{ID: uuid.NewString(), Email: "g@x.io", Name: "G", EmailVerified: true, CreatedAt: now, UpdatedAt: now}
 		db.Create(&u)
-		sess := models.Session{ID: uuid.NewString(), Token: uuid.NewString(), UserID: u.ID, ExpiresAt: now.Add(time.Hour),
+		sess := Session{ID: uuid.NewString(), Token: uuid.NewString(), UserID: u.ID, ExpiresAt: now.Add(time.Hour),
 			AbsoluteExpiresAt: now.Add(time.Hour), CreatedAt: now, UpdatedAt: now}
 		db.Create(&sess)
-		db.Create(&models.Verification{ID: uuid.NewString(), Purpose: "email-restore", Subject: u.ID + ":h@x.io", Email: "h@x.io",
+		db.Create(&Verification{ID: uuid.NewString(), Purpose: "email-restore", Subject: u.ID + ":h@x.io", Email: "h@x.io",
 			CodeHash: "r", ExpiresAt: now.Add(time.Hour), CreatedAt: now})
-		db.Create(&models.Verification{ID: uuid.NewString(), Purpose: "change-email", Subject: u.ID, Email: "i@x.io",
+		db.Create(&Verification{ID: uuid.NewString(), Purpose: "change-email", Subject: u.ID, Email: "i@x.io",
 			CodeHash: "c", ExpiresAt: now.Add(time.Hour), CreatedAt: now})
-		deletion := models.AccountDeletion{UserID: u.ID, SessionID: sess.ID, RestorePurpose: "email-restore", Now: now,
-			Notices: func(user models.User, links []models.Verification) ([]models.OutboxMessage, error) {
+		deletion := AccountDeletion{UserID: u.ID, SessionID: sess.ID, RestorePurpose: "email-restore", Now: now,
+			Notices: func(user User, links []Verification) ([]OutboxMessage, error) {
 				if user.Email != "g@x.io" || len(links) != 1 || links[0].Email != "h@x.io" {
 					t.Errorf("notices for %+v and %+v", user, links)
 				}
-				return []models.OutboxMessage{mail(user.Email, "", now), mail(links[0].Email, "", now)}, nil
+				return []OutboxMessage{testMail(user.Email, "", now), testMail(links[0].Email, "", now)}, nil
 			}}
 		revoked, err := s.DeleteAccount(ctx, deletion)
 		if err != nil || len(revoked) != 1 || revoked[0] != sess.ID {
 			t.Fatalf("delete: %v, %v", revoked, err)
 		}
-		if count(t, db, &models.OutboxMessage{}) != 2 || count(t, db, &models.Verification{}) != 1 || count(t, db, &models.Session{}) != 0 {
+		if rowCount(t, db, &OutboxMessage{}) != 2 || rowCount(t, db, &Verification{}) != 1 || rowCount(t, db, &Session{}) != 0 {
 			t.Fatal("the deletion did not end the sessions, drop the change code and keep the restore link, and queue two notices")
 		}
 		// Its session ended: the same deletion again finds nothing to delete from.
-		if _, err := s.DeleteAccount(ctx, deletion); !errors.Is(err, models.ErrNotFound) {
+		if _, err := s.DeleteAccount(ctx, deletion); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("a deletion from an ended session: %v, want ErrNotFound", err)
 		}
 		if n, err := s.PurgeDeleted(ctx, now.Add(-time.Second)); err != nil || n != 0 {
@@ -375,21 +370,21 @@ func TestStoreDeletesAndPurgesAccounts(t *testing.T) {
 		if n, err := s.PurgeDeleted(ctx, now); err != nil || n != 1 {
 			t.Fatalf("the purge: %d, %v", n, err)
 		}
-		if count(t, db, &models.User{}) != 0 || count(t, db, &models.Verification{}) != 0 {
+		if rowCount(t, db, &User{}) != 0 || rowCount(t, db, &Verification{}) != 0 {
 			t.Fatal("the purge left the account or its links")
 		}
 	})
 }
 
 func TestStorePrunesOnlyExpiredRowsInBatches(t *testing.T) {
-	storeEach(t, func(t *testing.T, s *models.Store, db *gorm.DB, now time.Time) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
 		ctx := context.Background()
 		for i := range 5 {
 			expiry := now.Add(-time.Second)
 			if i == 4 {
 				expiry = now.Add(time.Minute)
 			}
-			db.Create(&models.AuthThrottle{Key: uuid.NewString(), Count: 1, ResetAt: expiry, UpdatedAt: now})
+			db.Create(&AuthThrottle{Key: uuid.NewString(), Count: 1, ResetAt: expiry, UpdatedAt: now})
 		}
 		var total int64
 		for _, want := range []int64{2, 2, 0} {
@@ -399,7 +394,7 @@ func TestStorePrunesOnlyExpiredRowsInBatches(t *testing.T) {
 			}
 			total += n
 		}
-		if total != 4 || count(t, db, &models.AuthThrottle{}) != 1 {
+		if total != 4 || rowCount(t, db, &AuthThrottle{}) != 1 {
 			t.Fatal("the prune did not delete exactly the expired counters")
 		}
 	})
