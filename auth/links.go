@@ -40,7 +40,7 @@ func (s *Service) newLink(purpose, subject, email, bind string, ttl time.Duratio
 // findLink looks a link token up by its id; the caller checks the secret.
 func (s *Service) findLink(ctx context.Context, purpose, token string) (*models.Verification, string, error) {
 	id, secret, ok := strings.Cut(token, ".")
-	if !ok || uuid.Validate(id) != nil || !wellFormedToken(secret) {
+	if !ok || uuid.Validate(id) != nil || !WellFormedToken(secret) {
 		return nil, "", ErrInvalidToken
 	}
 	v, err := s.store.CodeByID(ctx, id, purpose)

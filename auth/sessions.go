@@ -74,7 +74,7 @@ type SessionQuery struct {
 // the session is due for a refresh. Otherwise it is one indexed query, plus one UPDATE when the
 // session is refreshed.
 func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, error) {
-	if !wellFormedToken(q.Token) {
+	if !WellFormedToken(q.Token) {
 		return nil, nil
 	}
 	now := s.now()
@@ -165,7 +165,7 @@ func (s *Service) newSession(meta ClientMeta) (string, models.Session, error) {
 // SignOut ends the session of token, wherever it is used: cookie and bearer alike. An unknown
 // token is not an error; signing out is always allowed.
 func (s *Service) SignOut(ctx context.Context, token string) error {
-	if !wellFormedToken(token) {
+	if !WellFormedToken(token) {
 		return nil
 	}
 	id, err := s.store.EndSession(ctx, hashToken(token))

@@ -44,7 +44,3 @@ func WellFormedToken(s string) bool {
 	}
 	return true
 }
-
-// wellFormedToken is WellFormedToken. The domain's callers keep this name until the storage move
-// of issue 14 has landed, so the two changes do not edit the same lines.
-func wellFormedToken(s string) bool { return WellFormedToken(s) }

@@ -68,13 +68,10 @@ func closeDB(db *gorm.DB) error {
 // Ready).
 func (s *Store) Ready(ctx context.Context) error { return Ready(ctx, s.db) }
 
-// DB is the GORM handle of the store's database, for what inspects the stored rows from outside
-// the service (the test harness's fixtures and counts); the service itself only calls methods.
+// DB is the GORM handle of the store's database, for the test harness, whose fixtures write and
+// count rows from outside the service. Nothing else calls it (internal/archcheck refuses a call
+// outside models and internal/): the service itself only calls the store's methods.
 func (s *Store) DB() *gorm.DB { return s.db }
-
-// Postgres reports whether the store is on PostgreSQL rather than the embedded SQLite. Callers
-// use it to describe the deployment (the start-up log), never to choose a statement.
-func (s *Store) Postgres() bool { return s.postgres }
 
 // Errors of the store's methods, which callers compare with errors.Is.
 var (

@@ -104,7 +104,7 @@ func open(ctx context.Context, cfg config.Config, opts Options) (*models.Store, 
 }
 
 // New builds the service that cfg describes: it opens and migrates the database (unless
-// opts.DB is given), and builds the mailer, the auth service, the per-IP rate store and the HTTP
+// opts.Store is given), and builds the mailer, the auth service, the per-IP rate store and the HTTP
 // app. Nothing runs until Start and Serve; Close releases what New opened, also when Start and
 // Serve were never called.
 func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err error) {
@@ -236,7 +236,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			"AUTH_TRUSTED_PROXIES=" + config.NoProxy + " when clients connect directly, or list your proxies")
 	}
 	database := "sqlite " + s.Config.SQLitePath()
-	if s.Store.Postgres() {
+	if s.Config.UsesPostgres() {
 		database = "postgres"
 	}
 	served := make(chan error, 1)
