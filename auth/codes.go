@@ -41,12 +41,13 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	}
 	// The send is counted in the transaction that stores the code and its e-mail, so one commit
 	// makes both durable. A refused send is committed alone: it still counts.
-	c, stored, err := s.store.IssueCode(ctx, models.SendCode{Count: s.sendCount(email, true), Limit: SendLimit, Code: v, Mail: m})
+	count := s.sendCount(email, true)
+	c, stored, err := s.store.IssueCode(ctx, models.SendCode{Count: count, Limit: SendLimit, Code: v, Mail: m})
 	if err != nil {
 		return err
 	}
 	if !stored {
-		return s.sendRefused(ctx, email, c)
+		return s.sendRefused(ctx, email, count, c)
 	}
 	s.stats.codesIssued.Add(1)
 	s.outbox.Kick()

@@ -66,30 +66,32 @@ func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
 // same round trip; the refused send is still counted, which cannot matter: the lock outlasts the
 // send window.
 func (s *Service) throttleSend(ctx context.Context, email string, lockable bool) error {
-	c, err := s.store.Count(ctx, s.sendCount(email, lockable))
+	count := s.sendCount(email, lockable)
+	c, err := s.store.Count(ctx, count)
 	if err != nil {
 		return err
 	}
 	if c.Locked || c.Count > SendLimit {
-		return s.sendRefused(ctx, email, c)
+		return s.sendRefused(ctx, email, count, c)
 	}
 	return nil
 }
 
-// sendRefused is the RateLimitError of a send refused after the count c: the address is locked
-// (until its failures' window ends), or its sends are used up (until theirs does).
-func (s *Service) sendRefused(ctx context.Context, email string, c models.Counted) error {
+// sendRefused is the RateLimitError of a send refused after count, which counted c: the address
+// is locked (until its failures' window ends), or its sends are used up (until theirs does). The
+// lock is looked at again at the count's own time, so the look agrees with the count's.
+func (s *Service) sendRefused(ctx context.Context, email string, count models.Count, c models.Counted) error {
 	if c.Locked {
-		if err := s.checkLocked(ctx, email); err != nil {
+		if err := s.checkLockedAt(ctx, email, count.Now); err != nil {
 			return err
 		}
 	}
+	s.stats.throttled.Add(1)
 	if c.Count > SendLimit {
-		s.stats.throttled.Add(1)
 		return s.retryAfter(c.ResetAt)
 	}
-	// The lock ended between the count and the look at it; the send was refused all the same,
-	// and may be asked again at once.
+	// The failures were cleared (a sign-in succeeded) between the count and the look: the send
+	// was refused all the same, and may be asked again at once.
 	return s.retryAfter(s.now())
 }
 
@@ -105,6 +107,11 @@ func (s *Service) lockKey(email string, lockable bool) string {
 // checkLocked fails with a RateLimitError while the address has used up its failed
 // verifications; sends and verifies for it are refused until the window passes.
 func (s *Service) checkLocked(ctx context.Context, email string) error {
+	return s.checkLockedAt(ctx, email, s.now())
+}
+
+// checkLockedAt is checkLocked at the time now.
+func (s *Service) checkLockedAt(ctx context.Context, email string, now time.Time) error {
 	row, err := s.store.Counter(ctx, s.keys.throttleKey(throttleFailure, email))
 	if errors.Is(err, models.ErrNotFound) {
 		return nil
@@ -112,7 +119,7 @@ func (s *Service) checkLocked(ctx context.Context, email string) error {
 	if err != nil {
 		return fmt.Errorf("auth: reading failures: %w", err)
 	}
-	if row.Count >= s.maxFailures && s.now().Before(row.ResetAt) {
+	if row.Count >= s.maxFailures && now.Before(row.ResetAt) {
 		s.stats.throttled.Add(1)
 		return s.retryAfter(row.ResetAt)
 	}

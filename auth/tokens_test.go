@@ -30,7 +30,7 @@ func TestNewToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !wellFormedToken(token) || hash == token || hash != hashToken(token) {
+	if !WellFormedToken(token) || hash == token || hash != hashToken(token) {
 		t.Fatalf("token %q, hash %q", token, hash)
 	}
 }

@@ -421,6 +421,21 @@ func receive(results pgx.BatchResults, st pendingStatement) (pgconn.CommandTag, 
 	return rows.CommandTag(), err
 }
 
+// sendNow sends, inside a pipelined transaction, the statements waiting in tx, so that an error of
+// theirs is reported as what they did (doing), not by whichever statement comes next; elsewhere
+// they have run already and it does nothing. It costs no round trip: the next statement would
+// have sent them first, in one of its own.
+func sendNow(tx *gorm.DB, doing string) error {
+	p := pipelineOf(tx)
+	if p == nil || len(p.waiting) == 0 {
+		return nil
+	}
+	if _, err := p.flush(tx.Statement.Context); err != nil {
+		return fmt.Errorf("models: %s: %w", doing, err)
+	}
+	return nil
+}
+
 // sendWaiting is a GORM callback that runs before every statement: inside a pipelined
 // transaction, what waits is sent first, so the statement sees it.
 func sendWaiting(db *gorm.DB) {

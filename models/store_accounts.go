@@ -137,6 +137,9 @@ func (s *Store) ApplyEmailChange(ctx context.Context, c EmailChange) (User, []st
 		if err := enqueueOutbox(tx, &c.Notice); err != nil {
 			return err
 		}
+		if err := sendNow(tx, "writing the address change"); err != nil {
+			return err
+		}
 		user, err = readUser(tx, c.UserID)
 		return err
 	})
@@ -367,6 +370,9 @@ func (s *Store) GrantConsent(ctx context.Context, defaults UserData, event Conse
 	granted := false
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		if err := ensureUserData(tx, &defaults); err != nil {
+			return err
+		}
+		if err := sendNow(tx, "creating user data"); err != nil {
 			return err
 		}
 		res := tx.Model(&UserData{}).Where("user_id = ? AND marketing_opt_in = ?", defaults.UserID, false).
