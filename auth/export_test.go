@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"codeauth/models"
-
 	"gorm.io/gorm"
 )
 
@@ -25,28 +23,4 @@ func (s *Service) PurgeUsersForTest(ctx context.Context, ids []string, cutoff ti
 		return err
 	})
 	return n, err
-}
-
-// SessionReadQueue is how many session reads may wait for the database on PostgreSQL.
-const SessionReadQueue = sessionReadQueue
-
-// ErrSessionReadsBusy is the error of a session read past SessionReadQueue.
-var ErrSessionReadsBusy = errSessionReadsBusy
-
-// SetSessionReadTimeout bounds each batch query of the session reads on PostgreSQL to d; it
-// reports false on SQLite, whose reads are not batched.
-func (s *Service) SetSessionReadTimeout(d time.Duration) bool {
-	b, ok := s.readSession.(*batchReader)
-	if ok {
-		b.timeout.Store(int64(d))
-	}
-	return ok
-}
-
-// ReadSession runs the session reader for a token hash, as a request's session check does.
-func (s *Service) ReadSession(ctx context.Context, hash string) (models.Session, models.User, error) {
-	var sess models.Session
-	var user models.User
-	err := s.readSession.read(ctx, hash, &sess, &user)
-	return sess, user, err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"codeauth/mail"
+	"codeauth/models"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -55,7 +56,7 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
-	readSession   sessionReader
+	sessions      sessionStore
 	stats         counters
 	// jobLocks keeps a job from running twice at once in this instance.
 	jobLocks sync.Map
@@ -99,9 +100,12 @@ func New(opts Options) (*Service, error) {
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
 	}
-	if s.readSession, err = newSessionReader(opts.DB, &s.stats.sessionQueries); err != nil {
+	// Built over opts.DB until Options carries the store (issue 14).
+	store, err := models.NewStore(opts.DB)
+	if err != nil {
 		return nil, err
 	}
+	s.sessions = store
 	if s.maxFailures <= 0 {
 		s.maxFailures = DefaultMaxFailedVerifications
 	}
@@ -162,7 +166,7 @@ type Stats struct {
 
 type counters struct {
 	codesIssued, codeComparisons, signIns, signUps, failedVerifications, throttled atomic.Int64
-	sessionReads, sessionQueries                                                   atomic.Int64
+	sessionReads                                                                   atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -175,7 +179,7 @@ func (s *Service) Stats() Stats {
 		FailedVerifications: s.stats.failedVerifications.Load(),
 		Throttled:           s.stats.throttled.Load(),
 		SessionReads:        s.stats.sessionReads.Load(),
-		SessionQueries:      s.stats.sessionQueries.Load(),
+		SessionQueries:      s.sessions.SessionQueries(),
 	}
 }
 

@@ -2,12 +2,10 @@ package auth
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -93,7 +91,7 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 		return nil, err
 	}
 	if !now.Before(st.Session.ExpiresAt) || !now.Before(st.Session.AbsoluteExpiresAt) {
-		if err := s.db.WithContext(ctx).Where("id = ?", st.Session.ID).Delete(&models.Session{}).Error; err != nil {
+		if err := s.sessions.DeleteSession(ctx, st.Session.ID); err != nil {
 			s.log.WarnContext(ctx, "deleting an expired session failed", "error", err)
 		}
 		return nil, nil
@@ -104,12 +102,11 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 			expires = st.Session.AbsoluteExpiresAt
 		}
 		if expires.After(st.Session.ExpiresAt) {
-			res := s.db.WithContext(ctx).Model(&models.Session{}).Where("id = ?", st.Session.ID).
-				Updates(map[string]any{"expires_at": expires, "updated_at": now})
-			if res.Error != nil {
-				return nil, fmt.Errorf("auth: refreshing a session: %w", res.Error)
+			live, err := s.sessions.RefreshSession(ctx, st.Session.ID, expires, now)
+			if err != nil {
+				return nil, fmt.Errorf("auth: refreshing a session: %w", err)
 			}
-			if res.RowsAffected == 0 {
+			if !live {
 				return nil, nil // signed out meanwhile
 			}
 			st.Session.ExpiresAt, st.Session.UpdatedAt, st.Refreshed = expires, now, true
@@ -131,86 +128,31 @@ func (s *Service) CookieMaxAge(st *SessionState) time.Duration {
 	return d
 }
 
-// sessionFrom is the session query from its columns on: a session, found by the hash of its token
-// through the unique index, joined to its live user. It is the one query of every protected
-// request that the cookie cache cannot answer; sessionQuery asks it for one hash, and on
-// PostgreSQL sessionBatchQuery for many requests at once.
-const sessionFrom = ` s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
- s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
- FROM sessions s JOIN users u ON u.id = s.user_id
- WHERE u.deleted_at IS NULL AND s.token`
-
-// sessionQuery is the session query for one token hash, as SQLite's stmtReader prepares it.
-const sessionQuery = "SELECT" + sessionFrom + " = ?"
-
-// sessionColumns are the scan targets of the session query's columns after the hash and before
-// the image, which each database scans its own way.
-func sessionColumns(sess *models.Session, user *models.User) []any {
-	return []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
-		&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt}
-}
-
-// sessionReader reads the session of one token hash and its user, or returns sql.ErrNoRows. Its
-// readers bypass GORM: on the hottest path, GORM's statement building, reflection and rendering
-// of the SQL for its logger cost more CPU than the database's own work.
-type sessionReader interface {
-	read(ctx context.Context, hash string, sess *models.Session, user *models.User) error
-}
-
-// newSessionReader picks the reader for the database, which counts its queries in queries. On
-// PostgreSQL it is a batchReader, which queries through pgx itself (its statement cache prepares
-// the query once per connection, and its scanning skips database/sql's conversions); elsewhere it
-// is a stmtReader.
-func newSessionReader(db *gorm.DB, queries *atomic.Int64) (sessionReader, error) {
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, err
-	}
-	if db.Dialector.Name() == "postgres" {
-		r := &batchReader{db: sqlDB, queries: queries}
-		r.timeout.Store(int64(sessionReadTimeout))
-		return r, nil
-	}
-	stmt, err := sqlDB.Prepare(sessionQuery)
-	if err != nil {
-		return nil, fmt.Errorf("auth: preparing the session query: %w", err)
-	}
-	return &stmtReader{stmt: stmt, queries: queries}, nil
-}
-
-// stmtReader runs sessionQuery as a statement prepared once through database/sql, which
-// prepares it again on each pooled connection: one query per read.
-type stmtReader struct {
-	stmt    *sql.Stmt
-	queries *atomic.Int64
-}
-
-func (r *stmtReader) read(ctx context.Context, hash string, sess *models.Session, user *models.User) error {
-	r.queries.Add(1)
-	var image sql.NullString
-	if err := r.stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image)...); err != nil {
-		return err
-	}
-	if image.Valid {
-		user.Image = &image.String
-	}
-	return nil
+// sessionStore is the storage of sessions that the session checks and sign-out need.
+type sessionStore interface {
+	// ReadSession fills sess and user from the session of tokenHash and its live user; found is
+	// false when there is none. It is the hot path of every check the cookie cache cannot answer.
+	ReadSession(ctx context.Context, tokenHash string, sess *models.Session, user *models.User) (found bool, err error)
+	// SessionQueries counts the queries that answered ReadSession (Stats.SessionQueries).
+	SessionQueries() int64
+	// RefreshSession extends the session id; false means it was signed out meanwhile.
+	RefreshSession(ctx context.Context, id string, expires, now time.Time) (bool, error)
+	// DeleteSession deletes the session id.
+	DeleteSession(ctx context.Context, id string) error
+	// DeleteSessionByToken deletes the session of tokenHash and returns its id, if there was one.
+	DeleteSessionByToken(ctx context.Context, tokenHash string) (id string, found bool, err error)
 }
 
 func (s *Service) loadSession(ctx context.Context, token string) (*SessionState, error) {
 	st := &SessionState{Token: token}
 	sess, user := &st.Session, &st.User
 	s.stats.sessionReads.Add(1)
-	err := s.readSession.read(ctx, hashToken(token), sess, user)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
+	found, err := s.sessions.ReadSession(ctx, hashToken(token), sess, user)
 	if err != nil {
 		return nil, fmt.Errorf("auth: reading a session: %w", err)
 	}
-	user.ID = sess.UserID
-	for _, t := range []*time.Time{&sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.CreatedAt, &sess.UpdatedAt, &user.CreatedAt, &user.UpdatedAt} {
-		*t = t.UTC()
+	if !found {
+		return nil, nil
 	}
 	return st, nil
 }
@@ -250,20 +192,15 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 	if !wellFormedToken(token) {
 		return nil
 	}
-	db := s.db.WithContext(ctx)
-	var sess models.Session
-	err := db.Select("id").Where("token = ?", hashToken(token)).Take(&sess).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil
-	}
+	id, found, err := s.sessions.DeleteSessionByToken(ctx, hashToken(token))
 	if err != nil {
-		return fmt.Errorf("auth: finding a session: %w", err)
-	}
-	if err := db.Where("id = ?", sess.ID).Delete(&models.Session{}).Error; err != nil {
 		return fmt.Errorf("auth: deleting a session: %w", err)
 	}
+	if !found {
+		return nil
+	}
 	// Cookie caches issued by this instance stop answering for it at once.
-	s.revokeLocally([]string{sess.ID})
+	s.revokeLocally([]string{id})
 	return nil
 }
 

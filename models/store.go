@@ -18,6 +18,7 @@ import (
 type Store struct {
 	db       *gorm.DB
 	postgres bool
+	sessionReads
 }
 
 // NewStore returns the storage over db, opened (Open) and migrated (Migrate).
@@ -25,7 +26,11 @@ func NewStore(db *gorm.DB) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("models: a database is required")
 	}
-	return &Store{db: db, postgres: db.Dialector.Name() == "postgres"}, nil
+	s := &Store{db: db, postgres: db.Dialector.Name() == "postgres"}
+	if err := s.sessionReads.init(db); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Postgres reports whether the store is on PostgreSQL rather than the embedded SQLite. Callers

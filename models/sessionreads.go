@@ -1,4 +1,4 @@
-package auth
+package models
 
 import (
 	"context"
@@ -8,10 +8,88 @@ import (
 	"sync/atomic"
 	"time"
 
-	"codeauth/models"
-
 	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/gorm"
 )
+
+// sessionFrom is the session query from its columns on: a session, found by the hash of its token
+// through the unique index, joined to its live user. It is the one query of every protected
+// request that the cookie cache cannot answer; sessionQuery asks it for one hash, and on
+// PostgreSQL sessionBatchQuery for many requests at once.
+const sessionFrom = ` s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
+ s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
+ FROM sessions s JOIN users u ON u.id = s.user_id
+ WHERE u.deleted_at IS NULL AND s.token`
+
+// sessionQuery is the session query for one token hash, as SQLite's stmtReader prepares it.
+const sessionQuery = "SELECT" + sessionFrom + " = ?"
+
+// sessionColumns are the scan targets of the session query's columns after the hash and before
+// the image, which each database scans its own way.
+func sessionColumns(sess *Session, user *User) []any {
+	return []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
+		&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt}
+}
+
+// sessionReads are the Store's readers of sessions by token hash, the hottest statement of the
+// service. They bypass GORM: there, GORM's statement building, reflection and rendering of the
+// SQL for its logger cost more CPU than the database's own work. Exactly one of batch and stmt is
+// set, by the database; the Store picks it with a branch rather than through an interface, so a
+// read costs no more calls than it did when auth held the reader itself.
+type sessionReads struct {
+	batch *batchReader
+	stmt  *stmtReader
+	// queries counts the queries that answered reads (Store.SessionQueries).
+	queries atomic.Int64
+}
+
+// init picks the reader for db. On PostgreSQL it is a batchReader, which queries through pgx
+// itself (its statement cache prepares the query once per connection, and its scanning skips
+// database/sql's conversions); elsewhere it is a stmtReader, whose statement it prepares here.
+func (r *sessionReads) init(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return fmt.Errorf("models: the session reader's pool: %w", err)
+	}
+	if db.Dialector.Name() == "postgres" {
+		r.batch = &batchReader{db: sqlDB, queries: &r.queries}
+		r.batch.timeout.Store(int64(sessionReadTimeout))
+		return nil
+	}
+	stmt, err := sqlDB.Prepare(sessionQuery)
+	if err != nil {
+		return fmt.Errorf("models: preparing the session query: %w", err)
+	}
+	r.stmt = &stmtReader{stmt: stmt, queries: &r.queries}
+	return nil
+}
+
+// read reads the session of hash and its user into sess and user, or returns sql.ErrNoRows.
+func (r *sessionReads) read(ctx context.Context, hash string, sess *Session, user *User) error {
+	if r.batch != nil {
+		return r.batch.read(ctx, hash, sess, user)
+	}
+	return r.stmt.read(ctx, hash, sess, user)
+}
+
+// stmtReader runs sessionQuery as a statement prepared once through database/sql, which
+// prepares it again on each pooled connection: one query per read.
+type stmtReader struct {
+	stmt    *sql.Stmt
+	queries *atomic.Int64
+}
+
+func (r *stmtReader) read(ctx context.Context, hash string, sess *Session, user *User) error {
+	r.queries.Add(1)
+	var image sql.NullString
+	if err := r.stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image)...); err != nil {
+		return err
+	}
+	if image.Valid {
+		user.Image = &image.String
+	}
+	return nil
+}
 
 // sessionBatchQuery is the session query for many token hashes at once, each row led by its hash.
 // The unique index on sessions.token answers `= ANY($1)` with one index probe per hash.
@@ -37,13 +115,13 @@ const (
 
 // errSessionReadsBusy means sessionReadQueue reads already wait for the database: it does not
 // keep up, which is its unavailability for the moment (503, not 500).
-var errSessionReadsBusy = fmt.Errorf("auth: too many session reads are waiting for the database: %w", models.ErrUnavailable)
+var errSessionReadsBusy = fmt.Errorf("models: too many session reads are waiting for the database: %w", ErrUnavailable)
 
 // sessionRead is one request's wait for its session row.
 type sessionRead struct {
 	hash string
-	sess models.Session
-	user models.User
+	sess Session
+	user User
 	err  error // sql.ErrNoRows when the hash matches no live session
 	done chan struct{}
 	// taken means a query has it; gone, that the request stopped waiting (its context ended)
@@ -73,7 +151,7 @@ type batchReader struct {
 
 // read returns the session and user of hash; sql.ErrNoRows when there is none; or an error of
 // the database, errSessionReadsBusy, or ctx's error when ctx ends first.
-func (r *batchReader) read(ctx context.Context, hash string, sess *models.Session, user *models.User) error {
+func (r *batchReader) read(ctx context.Context, hash string, sess *Session, user *User) error {
 	p := &sessionRead{hash: hash, done: make(chan struct{})}
 	r.mu.Lock()
 	if r.waiting >= sessionReadQueue {
@@ -151,7 +229,7 @@ func (r *batchReader) answer(batch []*sessionRead) {
 	var err error
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("auth: the session query panicked: %v", v)
+			err = fmt.Errorf("models: the session query panicked: %v", v)
 		}
 		for _, p := range batch {
 			if err != nil {
@@ -171,7 +249,7 @@ func (r *batchReader) answer(batch []*sessionRead) {
 		byHash[p.hash] = append(byHash[p.hash], p)
 		p.err = sql.ErrNoRows
 	}
-	err = r.query(ctx, hashes, func(hash string, sess *models.Session, user *models.User) {
+	err = r.query(ctx, hashes, func(hash string, sess *Session, user *User) {
 		for _, p := range byHash[hash] {
 			p.sess, p.user, p.err = *sess, *user, nil
 		}
@@ -180,7 +258,7 @@ func (r *batchReader) answer(batch []*sessionRead) {
 
 // query runs sessionBatchQuery on a connection of the pool through pgx and calls found for each
 // row.
-func (r *batchReader) query(ctx context.Context, hashes []string, found func(string, *models.Session, *models.User)) error {
+func (r *batchReader) query(ctx context.Context, hashes []string, found func(string, *Session, *User)) error {
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -190,7 +268,7 @@ func (r *batchReader) query(ctx context.Context, hashes []string, found func(str
 	return conn.Raw(func(driverConn any) error {
 		pc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("auth: unexpected PostgreSQL driver %T", driverConn)
+			return fmt.Errorf("models: unexpected PostgreSQL driver %T", driverConn)
 		}
 		rows, err := pc.Conn().Query(ctx, sessionBatchQuery, hashes)
 		if err != nil {
@@ -199,8 +277,8 @@ func (r *batchReader) query(ctx context.Context, hashes []string, found func(str
 		defer rows.Close()
 		var (
 			hash string
-			sess models.Session
-			user models.User
+			sess Session
+			user User
 		)
 		dest := append(append([]any{&hash}, sessionColumns(&sess, &user)...), &user.Image)
 		for rows.Next() {
