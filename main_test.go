@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/config"
+	"codeauth/internal/testkit"
 )
 
 var binary string
@@ -225,7 +226,7 @@ func TestBinary_NoProxy(t *testing.T) {
 }
 
 func TestBinary_RunsOnPostgres(t *testing.T) {
-	p := start(t, "DATABASE_URL="+apptest.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef")
+	p := start(t, "DATABASE_URL="+testkit.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef")
 	signInFlow(t, p, "pg@example.com")
 	if _, err := os.Stat(filepath.Join(p.cmd.Dir, "data/auth.db")); !os.IsNotExist(err) {
 		t.Fatal("an SQLite file was created although DATABASE_URL was set")
@@ -235,7 +236,7 @@ func TestBinary_RunsOnPostgres(t *testing.T) {
 // RATE_LIMIT_STORE=postgres opens its pool with the service's connection policy (models.OpenPool)
 // and the service runs on it.
 func TestBinary_SharedRateStoreOnPostgres(t *testing.T) {
-	p := start(t, "DATABASE_URL="+apptest.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef", "RATE_LIMIT_STORE=postgres")
+	p := start(t, "DATABASE_URL="+testkit.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef", "RATE_LIMIT_STORE=postgres")
 	signInFlow(t, p, "shared@example.com")
 }
 
@@ -315,13 +316,13 @@ func TestBetterAuthClientConformance(t *testing.T) {
 
 // `codeauth auth:prune-throttle` and `codeauth auth:purge-accounts` run a scheduled job once.
 func TestBinary_JobSubcommands(t *testing.T) {
-	for _, db := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, db := range []string{testkit.SQLite, testkit.Postgres} {
 		t.Run(db, func(t *testing.T) {
 			cmd := exec.Command(binary, "auth:purge-accounts")
 			cmd.Dir = t.TempDir()
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef"}
-			if db == apptest.Postgres {
-				cmd.Env = append(cmd.Env, "DATABASE_URL="+apptest.PostgresURL(t))
+			if db == testkit.Postgres {
+				cmd.Env = append(cmd.Env, "DATABASE_URL="+testkit.PostgresURL(t))
 			}
 			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "purged deleted accounts") {
 				t.Fatalf("auth:purge-accounts: %v\n%s", err, out)
@@ -329,13 +330,25 @@ func TestBinary_JobSubcommands(t *testing.T) {
 			cmd = exec.Command(binary, "auth:prune-throttle")
 			cmd.Dir = t.TempDir()
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef"}
-			if db == apptest.Postgres {
-				cmd.Env = append(cmd.Env, "DATABASE_URL="+apptest.PostgresURL(t))
+			if db == testkit.Postgres {
+				cmd.Env = append(cmd.Env, "DATABASE_URL="+testkit.PostgresURL(t))
 			}
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "pruned expired rows") || !strings.Contains(string(out), "job=auth:prune-throttle") {
 				t.Fatalf("auth:prune-throttle: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// `codeauth config` prints the option table, which README.md's configuration table must equal
+// (config's own test checks the README).
+func TestBinary_ConfigPrintsTheOptionTable(t *testing.T) {
+	out, err := exec.Command(binary, "config").Output()
+	if err != nil {
+		t.Fatalf("codeauth config: %v", err)
+	}
+	if string(out) != config.Markdown() {
+		t.Fatalf("codeauth config printed:\n%s\nwant:\n%s", out, config.Markdown())
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 )
 
 // BenchmarkSessionLookup is the session check of a protected request that the cookie cache cannot
@@ -41,9 +41,9 @@ func BenchmarkSessionLookupParallel(b *testing.B) {
 // benchSessionChecks runs loop on each database with a check of one signed-in session from the
 // database, and reports how many reads a query answered.
 func benchSessionChecks(b *testing.B, loop func(b *testing.B, check func() error)) {
-	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, dialect := range []string{testkit.SQLite, testkit.Postgres} {
 		b.Run(dialect, func(b *testing.B) {
-			e := apptest.New(b, dialect)
+			e := testkit.New(b, dialect)
 			s := e.SignIn("bench@example.com")
 			q := auth.SessionQuery{Token: s.Token, FromDatabase: true, NoRefresh: true}
 			ctx := context.Background()
@@ -69,9 +69,9 @@ func benchSessionChecks(b *testing.B, loop func(b *testing.B, check func() error
 // created with its sign-up effects, and the session opened, in one transaction. Sending the code
 // is not timed.
 func BenchmarkVerifyCode(b *testing.B) {
-	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, dialect := range []string{testkit.SQLite, testkit.Postgres} {
 		b.Run(dialect, func(b *testing.B) {
-			e := apptest.New(b, dialect)
+			e := testkit.New(b, dialect)
 			ctx := context.Background()
 			b.ReportAllocs()
 			i := 0

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"sync"
 	"time"
 
@@ -78,9 +77,6 @@ func (s *Service) EncodeCache(st *SessionState) (string, error) {
 // the cookie stays under the 4096 bytes browsers keep. It also bounds the work spent on a value
 // before it is authenticated.
 const maxCacheLength = 3900
-
-// ErrCacheTooLarge means the session is too big for the cookie cache; it is simply not cached.
-var ErrCacheTooLarge = errors.New("auth: session too large for the cookie cache")
 
 // cacheBuffers hold decoded cache values while they are opened; the strings kept are copies.
 var cacheBuffers = sync.Pool{New: func() any { b := make([]byte, maxCacheLength); return &b }}

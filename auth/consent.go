@@ -2,12 +2,18 @@ package auth
 
 import (
 	"context"
-	"fmt"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
+
+// profileStore is the storage of an account's own data (preferences, consent, purchases,
+// profile): models.Store implements it.
+type profileStore interface {
+	GrantConsent(ctx context.Context, defaults models.UserData, event models.ConsentEvent) (bool, error)
+	Purchase(ctx context.Context, id string) (models.Purchase, error)
+	ClaimPurchase(ctx context.Context, id, userID string) (bool, error)
+	UpdateUser(ctx context.Context, id string, c models.UserChanges) (models.User, error)
+}
 
 // MarketingWording names the version of the opt-in text people agree to; it is kept with every
 // grant, so the evidence says what was agreed to. Change it whenever the text changes.
@@ -26,27 +32,17 @@ type ConsentEvidence struct {
 // twenty parallel grants leave one flag and one event.
 func (s *Service) GrantMarketingConsent(ctx context.Context, userID string, ev ConsentEvidence) error {
 	now := s.now()
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := s.ensureUserData(tx, userID); err != nil {
-			return err
-		}
-		res := tx.Model(&models.UserData{}).Where("user_id = ? AND marketing_opt_in = ?", userID, false).
-			Updates(map[string]any{"marketing_opt_in": true, "marketing_opt_in_at": now, "updated_at": now})
-		if res.Error != nil {
-			return fmt.Errorf("auth: granting consent: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return nil // already granted
-		}
-		event := models.ConsentEvent{
-			ID: newID(), UserID: userID, Kind: "marketing", Granted: true, Wording: MarketingWording,
-			Source: cleanText(ev.Source, 200), IPAddress: cleanText(ev.Client.IPAddress, 64),
-			UserAgent: cleanText(ev.Client.UserAgent, 512), CreatedAt: now,
-		}
-		if err := tx.Create(&event).Error; err != nil {
-			return fmt.Errorf("auth: recording consent: %w", err)
-		}
+	event := models.ConsentEvent{
+		ID: newID(), UserID: userID, Kind: "marketing", Granted: true, Wording: MarketingWording,
+		Source: cleanText(ev.Source, 200), IPAddress: cleanText(ev.Client.IPAddress, 64),
+		UserAgent: cleanText(ev.Client.UserAgent, 512), CreatedAt: now,
+	}
+	granted, err := s.store.GrantConsent(ctx, s.defaultUserData(userID), event)
+	if err != nil {
+		return err
+	}
+	if granted {
 		s.log.InfoContext(ctx, "marketing consent granted", "user_id", userID, "source", event.Source, "wording", MarketingWording)
-		return nil
-	})
+	}
+	return nil
 }

@@ -2,33 +2,13 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
 
 	"codeauth/mail"
 	"codeauth/models"
-
-	"github.com/google/uuid"
-	"gorm.io/gorm"
-)
-
-// Errors of the e-mail change.
-var (
-	// ErrEmailSame means the new address is the current one.
-	ErrEmailSame = errors.New("auth: email is the same")
-	// ErrChangeLinksDisabled means the link-based change is switched off in the configuration.
-	ErrChangeLinksDisabled = errors.New("auth: verification email isn't enabled")
-	// ErrInvalidToken covers an unknown, used, tampered or foreign link token.
-	ErrInvalidToken = errors.New("auth: invalid token")
-	// ErrTokenExpired means the link came too late.
-	ErrTokenExpired = errors.New("auth: token expired")
-	// ErrEmailTaken means the address to restore now belongs to another account.
-	ErrEmailTaken = errors.New("auth: email already in use")
 )
 
 // Purposes of the e-mail change codes and links, each usable only for its own purpose.
@@ -59,12 +39,18 @@ func newAddress(user models.User, raw string) (string, error) {
 	return email, nil
 }
 
-// addressTaken reports whether an account, live or in its deletion grace period, has the address.
-func (s *Service) addressTaken(ctx context.Context, email string) (bool, error) {
-	var n int64
-	err := s.db.WithContext(ctx).Unscoped().Model(&models.User{}).Where("email = ?", email).Count(&n).Error
-	return n > 0, err
+// changeStore is the storage of address changes: models.Store implements it.
+type changeStore interface {
+	AddressTaken(ctx context.Context, email string) (bool, error)
+	CodeByID(ctx context.Context, id, purpose string) (models.Verification, error)
+	User(ctx context.Context, id string) (models.User, error)
+	UserWithDeleted(ctx context.Context, id string) (models.User, error)
+	ApplyEmailChange(ctx context.Context, c models.EmailChange) (models.User, []string, error)
+	RestoreEmail(ctx context.Context, r models.EmailRestore) (models.User, []string, error)
 }
+
+// pendingChanges are the purposes of the codes and links of an address change in progress.
+var pendingChanges = []string{PurposeChangeEmail, purposeChangeLink}
 
 // changeRequest runs the checks both change flows make before anything is stored: a fresh
 // session, a valid new address that is not the current one, and the address's send budget,
@@ -79,12 +65,11 @@ func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew st
 	if email, err = newAddress(st.User, rawNew); err != nil {
 		return "", false, err
 	}
-	if err := s.throttleSend(s.db.WithContext(ctx), email, true); err != nil {
+	if err := s.throttleSend(ctx, email, true); err != nil {
 		return "", false, err
 	}
-	taken, err = s.addressTaken(ctx, email)
-	if err != nil {
-		return "", false, fmt.Errorf("auth: looking an address up: %w", err)
+	if taken, err = s.store.AddressTaken(ctx, email); err != nil {
+		return "", false, err
 	}
 	return email, taken, nil
 }
@@ -100,18 +85,21 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 	if err != nil {
 		return err
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		code, v, err := s.issueCode(tx, PurposeChangeEmail, user.ID, email)
-		if err != nil {
-			return err
-		}
-		m, err := s.compose.ChangeEmailCode(email, code)
-		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-code:" + user.ID, Withhold: taken})
-	})
-	if err == nil {
-		s.outbox.Kick()
+	code, v, err := s.newCode(PurposeChangeEmail, user.ID, email)
+	if err != nil {
+		return err
 	}
-	return err
+	d, err := s.compose.ChangeEmailCode(email, code)
+	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-code:" + user.ID, Withhold: taken})
+	if err != nil {
+		return err
+	}
+	if err := s.store.ReplaceCode(ctx, v, m); err != nil {
+		return err
+	}
+	s.stats.codesIssued.Add(1)
+	s.outbox.Kick()
+	return nil
 }
 
 // ChangeEmailWithCode completes the app flow: the code sent to the new address makes it the
@@ -148,22 +136,24 @@ func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, 
 	if err != nil {
 		return err
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		token, v, err := s.issueLink(tx, purposeChangeLink, user.ID, email, user.Email, ChangeLinkLifetime)
-		if err != nil {
-			return err
-		}
-		q := url.Values{"token": {token}}
-		if callback != "" {
-			q.Set("callbackURL", callback)
-		}
-		m, err := s.compose.ChangeEmailLink(email, user.Email, s.compose.SiteURL+"/auth/verify-email?"+q.Encode())
-		return s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-link:" + user.ID, Withhold: taken})
-	})
-	if err == nil {
-		s.outbox.Kick()
+	token, v, err := s.newLink(purposeChangeLink, user.ID, email, user.Email, ChangeLinkLifetime)
+	if err != nil {
+		return err
 	}
-	return err
+	q := url.Values{"token": {token}}
+	if callback != "" {
+		q.Set("callbackURL", callback)
+	}
+	d, err := s.compose.ChangeEmailLink(email, user.Email, s.compose.SiteURL+"/auth/verify-email?"+q.Encode())
+	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-link:" + user.ID, Withhold: taken})
+	if err != nil {
+		return err
+	}
+	if err := s.store.ReplaceCode(ctx, v, m); err != nil {
+		return err
+	}
+	s.outbox.Kick()
+	return nil
 }
 
 // PendingChange describes what a link would do, for the page that asks to confirm it.
@@ -188,8 +178,8 @@ func (s *Service) checkChangeLink(ctx context.Context, token string) (*models.Ve
 	if err != nil {
 		return nil, models.User{}, err
 	}
-	var user models.User
-	if err := s.db.WithContext(ctx).Where("id = ?", v.Subject).Take(&user).Error; err != nil {
+	user, err := s.store.User(ctx, v.Subject)
+	if err != nil {
 		return nil, models.User{}, notFoundAs(err, ErrInvalidToken, "reading an account")
 	}
 	// The link is bound to the address the account had when it was asked for.
@@ -219,60 +209,38 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, token string, st *Sess
 
 // applyEmailChange consumes the code or link and moves the account to the new address, in one
 // transaction: the address (verified), the end of every other session, the end of other pending
-// changes, and the notice to the old address with its restore link.
+// changes, and the notice to the old address with its restore link. ErrEmailTaken when another
+// account took the address meanwhile; ErrInvalidToken when the account's address changed or the
+// code was used meanwhile.
 func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, userID, oldEmail, newEmail, keepSession string) (models.User, error) {
-	var revoked []string
-	var user models.User
-	now := s.now()
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		// The account row first, then the code: the order of every transaction that touches both.
-		res := tx.Model(&models.User{}).Where("id = ? AND email = ?", userID, oldEmail).
-			Updates(map[string]any{"email": newEmail, "email_verified": true, "updated_at": now})
-		if errors.Is(res.Error, gorm.ErrDuplicatedKey) {
-			return ErrEmailTaken
-		}
-		if res.Error != nil {
-			return fmt.Errorf("auth: changing the address: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return ErrInvalidToken // the address changed meanwhile
-		}
-		ok, err := consumeCode(tx, v)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return ErrInvalidToken
-		}
-		if revoked, err = s.endSessions(tx, userID, keepSession); err != nil {
-			return err
-		}
-		if err := tx.Where("subject = ? AND purpose IN ?", userID, []string{PurposeChangeEmail, purposeChangeLink}).
-			Delete(&models.Verification{}).Error; err != nil {
-			return err
-		}
+	token, link, err := s.newLink(purposeRestore, restoreSubject(userID, oldEmail), oldEmail, "", RestoreLinkLifetime)
+	if err != nil {
+		return models.User{}, err
+	}
+	d, err := s.compose.EmailChanged(oldEmail, newEmail, s.compose.SiteURL+"/auth/restore-email?token="+url.QueryEscape(token))
+	notice, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &link.ExpiresAt})
+	if err != nil {
+		return models.User{}, err
+	}
+	user, revoked, err := s.store.ApplyEmailChange(ctx, models.EmailChange{
+		UserID: userID, OldEmail: oldEmail, NewEmail: newEmail, Code: *v, KeepSession: keepSession,
+		PendingPurposes: pendingChanges,
 		// The new address was just proved, as a sign-in proves one: its count of failed
 		// verifications starts again.
-		if err := s.clearFailures(tx, newEmail); err != nil {
-			return err
-		}
-		token, rv, err := s.issueLink(tx, purposeRestore, restoreSubject(userID, oldEmail), oldEmail, "", RestoreLinkLifetime)
-		if err != nil {
-			return err
-		}
-		m, err := s.compose.EmailChanged(oldEmail, newEmail, s.compose.SiteURL+"/auth/restore-email?token="+url.QueryEscape(token))
-		if err := s.queue(tx, m, err, mail.EnqueueOptions{ExpiresAt: &rv.ExpiresAt}); err != nil {
-			return err
-		}
-		return tx.Where("id = ?", userID).Take(&user).Error
+		FailureKey:  s.keys.throttleKey(throttleFailure, newEmail),
+		RestoreLink: link, Notice: notice, Now: s.now(),
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, models.ErrAddressTaken):
+		return models.User{}, ErrEmailTaken
+	case errors.Is(err, models.ErrLost):
+		return models.User{}, ErrInvalidToken
+	case err != nil:
 		return models.User{}, err
 	}
 	s.revokeLocally(revoked)
 	s.outbox.Kick()
 	s.log.InfoContext(ctx, "e-mail address changed", "user_id", userID, "sessions_ended", len(revoked))
-	user.CreatedAt, user.UpdatedAt = user.CreatedAt.UTC(), user.UpdatedAt.UTC()
 	return user, nil
 }
 
@@ -304,8 +272,8 @@ func (s *Service) checkRestoreLink(ctx context.Context, token string) (*models.V
 	userID, _, _ := strings.Cut(v.Subject, ":")
 	// A deleted account in its grace period can still be restored: deleting it may be what the
 	// person who took it over did next.
-	var user models.User
-	if err := s.db.WithContext(ctx).Unscoped().Where("id = ?", userID).Take(&user).Error; err != nil {
+	user, err := s.store.UserWithDeleted(ctx, userID)
+	if err != nil {
 		return nil, models.User{}, notFoundAs(err, ErrInvalidToken, "reading an account")
 	}
 	if s.pastGrace(user) {
@@ -324,125 +292,22 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 	if err != nil {
 		return models.User{}, err
 	}
-	var revoked []string
 	now := s.now()
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		// The account row first, locked and read again, then the link: the order of every
-		// transaction that touches both, and what the account is now, not when the page opened.
-		if err := models.ForUpdate(tx.Unscoped()).Where("id = ?", user.ID).Take(&user).Error; err != nil {
-			return notFoundAs(err, ErrInvalidToken, "locking an account")
-		}
-		if s.pastGrace(user) {
-			return ErrInvalidToken
-		}
-		err := tx.Unscoped().Model(&models.User{}).Where("id = ?", user.ID).
-			Updates(map[string]any{"email": v.Email, "email_verified": true, "updated_at": now, "deleted_at": nil}).Error
-		if errors.Is(err, gorm.ErrDuplicatedKey) {
-			return ErrEmailTaken
-		}
-		if err != nil {
-			return fmt.Errorf("auth: restoring the address: %w", err)
-		}
-		ok, err := consumeCode(tx, v)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return ErrInvalidToken
-		}
-		if revoked, err = s.endSessions(tx, user.ID, ""); err != nil {
-			return err
-		}
-		if err := tx.Where("purpose = ? AND subject LIKE ? AND created_at >= ?", purposeRestore, restoreSubjects(user.ID), v.CreatedAt).
-			Delete(&models.Verification{}).Error; err != nil {
-			return err
-		}
-		return tx.Where("subject = ? AND purpose IN ?", user.ID, []string{PurposeChangeEmail, purposeChangeLink}).
-			Delete(&models.Verification{}).Error
+	locked, revoked, err := s.store.RestoreEmail(ctx, models.EmailRestore{
+		UserID: user.ID, Email: v.Email, Code: *v, RestorePurpose: purposeRestore, PendingPurposes: pendingChanges,
+		GraceCutoff: now.Add(-s.deletionGrace), Now: now,
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, models.ErrAddressTaken):
+		return models.User{}, ErrEmailTaken
+	case errors.Is(err, models.ErrNotFound), errors.Is(err, models.ErrLost):
+		return models.User{}, ErrInvalidToken
+	case err != nil:
 		return models.User{}, err
 	}
 	s.revokeLocally(revoked)
-	s.log.InfoContext(ctx, "e-mail address restored", "user_id", user.ID, "sessions_ended", len(revoked), "undeleted", user.DeletedAt.Valid)
-	user.Email, user.EmailVerified, user.DeletedAt = v.Email, true, gorm.DeletedAt{}
+	s.log.InfoContext(ctx, "e-mail address restored", "user_id", user.ID, "sessions_ended", len(revoked), "undeleted", locked.DeletedAt.Valid)
+	user = locked
+	user.Email, user.EmailVerified, user.DeletedAt = v.Email, true, models.User{}.DeletedAt
 	return user, nil
-}
-
-// restoreSubject is the subject of the restore link of one old address of the user: each old
-// address keeps its own link.
-func restoreSubject(userID, oldEmail string) string { return userID + ":" + oldEmail }
-
-// restoreSubjects is the LIKE pattern matching every restore-link subject of the user. A user id
-// is a UUID, so it holds no LIKE wildcard.
-func restoreSubjects(userID string) string { return userID + ":%" }
-
-// issueLink stores a link token inside tx, replacing any live one for purpose and subject, and
-// returns the token: "<row id>.<32 random bytes, base64url>". Only an HMAC of the secret is kept,
-// bound to purpose, subject, email and bind.
-func (s *Service) issueLink(tx *gorm.DB, purpose, subject, email, bind string, ttl time.Duration) (string, models.Verification, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", models.Verification{}, err
-	}
-	secret := base64.RawURLEncoding.EncodeToString(b)
-	now := s.now()
-	v := models.Verification{
-		ID: newID(), Purpose: purpose, Subject: subject, Email: email,
-		CodeHash: s.keys.codeHash(purpose, subject, email+"\x00"+bind, secret), ExpiresAt: now.Add(ttl), CreatedAt: now,
-	}
-	if err := tx.Where("purpose = ? AND subject = ?", purpose, subject).Delete(&models.Verification{}).Error; err != nil {
-		return "", models.Verification{}, err
-	}
-	if err := tx.Create(&v).Error; err != nil {
-		return "", models.Verification{}, fmt.Errorf("auth: storing a link: %w", err)
-	}
-	return v.ID + "." + secret, v, nil
-}
-
-// findLink looks a link token up by its id; the caller checks the secret.
-func (s *Service) findLink(ctx context.Context, purpose, token string) (*models.Verification, string, error) {
-	id, secret, ok := strings.Cut(token, ".")
-	if !ok || uuid.Validate(id) != nil || !wellFormedToken(secret) {
-		return nil, "", ErrInvalidToken
-	}
-	var v models.Verification
-	err := s.db.WithContext(ctx).Where("id = ? AND purpose = ?", id, purpose).Take(&v).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, "", ErrInvalidToken
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("auth: reading a link: %w", err)
-	}
-	if !s.now().Before(v.ExpiresAt) {
-		return nil, "", ErrTokenExpired
-	}
-	return &v, secret, nil
-}
-
-// endSessions deletes the user's sessions except keep, inside tx, and returns their ids.
-func (s *Service) endSessions(tx *gorm.DB, userID, keep string) ([]string, error) {
-	var ids []string
-	q := tx.Model(&models.Session{}).Where("user_id = ?", userID)
-	if keep != "" {
-		q = q.Where("id <> ?", keep)
-	}
-	if err := q.Pluck("id", &ids).Error; err != nil {
-		return nil, err
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if err := tx.Where("id IN ?", ids).Delete(&models.Session{}).Error; err != nil {
-		return nil, fmt.Errorf("auth: ending sessions: %w", err)
-	}
-	return ids, nil
-}
-
-// revokeLocally stops this instance's cookie caches from answering for the sessions.
-func (s *Service) revokeLocally(ids []string) {
-	now := s.now()
-	for _, id := range ids {
-		s.revoked.add(id, now, now.Add(CookieCacheTTL))
-	}
 }

@@ -1,16 +1,22 @@
-// Package auth is the domain of the service: one-time codes, sign-up and sign-in, sessions and
-// their signing, and the cookie cache. It knows nothing of HTTP; the handlers translate its errors
-// into status codes and bodies in one place.
+// Package auth is the domain of the service: the rules of one-time codes, sign-up and sign-in,
+// sessions and the cookie cache, address changes, deletion and consent. It knows nothing of HTTP
+// or of the database: each capability declares the store interface it needs (models implements
+// them), and the HTTP adapters translate its errors into status codes and bodies, each in one
+// place. docs/architecture.md has the map.
 package auth
 
 import (
 	"errors"
 	"fmt"
+	"time"
 
-	"gorm.io/gorm"
+	"codeauth/models"
 )
 
-// Errors returned by the service. Callers compare with errors.Is.
+// Every error value of the service is declared in this file. Callers compare with errors.Is; the
+// HTTP adapters map each to their own wording in one place each.
+
+// Errors of codes and accounts.
 var (
 	// ErrInvalidEmail means the address is not one this service accepts (see NormalizeEmail).
 	ErrInvalidEmail = errors.New("auth: invalid email")
@@ -24,20 +30,89 @@ var (
 	ErrUserNotFound = errors.New("auth: user not found")
 )
 
-// FieldError is a rejected input field; Reason is written for the person who sent it.
+// ErrSessionNotFresh means the session was signed in longer ago than FreshAge: sign in again.
+var ErrSessionNotFresh = errors.New("auth: session is not fresh")
+
+// ErrSignInUnconfirmed means the database broke off before it confirmed a sign-in's commit and
+// could not be asked afterwards whether it had committed: the code may have been used, so the
+// person should ask for a new one rather than try it again.
+var ErrSignInUnconfirmed = errors.New("auth: the sign-in could not be confirmed")
+
+// ErrCacheTooLarge means the session is too big for the cookie cache; it is simply not cached.
+var ErrCacheTooLarge = errors.New("auth: session too large for the cookie cache")
+
+// Errors of the e-mail change.
+var (
+	// ErrEmailSame means the new address is the current one.
+	ErrEmailSame = errors.New("auth: email is the same")
+	// ErrChangeLinksDisabled means the link-based change is switched off in the configuration.
+	ErrChangeLinksDisabled = errors.New("auth: verification email isn't enabled")
+	// ErrInvalidToken covers an unknown, used, tampered or foreign link token.
+	ErrInvalidToken = errors.New("auth: invalid token")
+	// ErrTokenExpired means the link came too late.
+	ErrTokenExpired = errors.New("auth: token expired")
+	// ErrEmailTaken means the address to restore now belongs to another account.
+	ErrEmailTaken = errors.New("auth: email already in use")
+)
+
+// Errors of purchase claims.
+var (
+	// ErrPurchaseNotFound means no purchase has that id.
+	ErrPurchaseNotFound = errors.New("auth: purchase not found")
+	// ErrPurchaseOtherEmail means the purchase was made with another address than the account's.
+	ErrPurchaseOtherEmail = errors.New("auth: purchase made with another e-mail address")
+)
+
+// ErrRateLimited is matched (errors.Is) by every RateLimitError.
+var ErrRateLimited = errors.New("auth: rate limited")
+
+// RateLimitError means a limit was reached. RetryAfter says when the caller may try again.
+type RateLimitError struct {
+	RetryAfter time.Duration
+}
+
+// Error names the failure.
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("auth: rate limited, retry after %s", e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true for every RateLimitError.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// FieldError is a rejected input field: which one, and why, as a reason a program can act on.
+// The HTTP layer words it for its audience.
 type FieldError struct {
 	Field  string
-	Reason string
+	Reason FieldReason
+	// Max is the limit a ReasonTooLong went past: characters for a name, encoded bytes for a URL.
+	Max int
 }
 
 // Error describes the rejected field.
 func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason) }
 
+// FieldReason says why a field was rejected.
+type FieldReason string
+
+// The reasons a field is rejected.
+const (
+	// ReasonInvalidUTF8 is text that is not valid UTF-8.
+	ReasonInvalidUTF8 FieldReason = "invalid utf-8"
+	// ReasonTooLong is a value longer than FieldError.Max.
+	ReasonTooLong FieldReason = "too long"
+	// ReasonInvisible is text with control or invisible characters where they do no work.
+	ReasonInvisible FieldReason = "control or invisible characters"
+	// ReasonNoVisible is text that is not empty but puts no ink on the page.
+	ReasonNoVisible FieldReason = "no visible character"
+	// ReasonNotHTTPURL is a value that is not an absolute http(s) URL.
+	ReasonNotHTTPURL FieldReason = "not an absolute http(s) url"
+)
+
 // notFoundAs is notFound when err says the row does not exist; any other failure (the database
 // being unavailable, say) is wrapped with what was being done, so it is answered as what it is
 // and never passed off as a refusal of the request.
 func notFoundAs(err, notFound error, doing string) error {
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	if errors.Is(err, models.ErrNotFound) {
 		return notFound
 	}
 	return fmt.Errorf("auth: %s: %w", doing, err)

@@ -3,37 +3,21 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 
 	"github.com/google/uuid"
 )
 
-func TestNextNightly(t *testing.T) {
-	loc := time.FixedZone("X", 2*3600)
-	cases := map[time.Time]time.Time{
-		time.Date(2026, 5, 1, 2, 59, 59, 0, loc): time.Date(2026, 5, 1, 3, 0, 0, 0, loc),
-		time.Date(2026, 5, 1, 3, 0, 0, 0, loc):   time.Date(2026, 5, 2, 3, 0, 0, 0, loc),
-		time.Date(2026, 5, 1, 23, 0, 0, 0, loc):  time.Date(2026, 5, 2, 3, 0, 0, 0, loc),
-		time.Date(2026, 12, 31, 4, 0, 0, 0, loc): time.Date(2027, 1, 1, 3, 0, 0, 0, loc),
-	}
-	for in, want := range cases {
-		if got := auth.NextNightly(in); !got.Equal(want) {
-			t.Errorf("NextNightly(%v) = %v, want %v", in, got, want)
-		}
-	}
-}
-
 // The prune removes expired throttle rows, codes and sessions, and nothing live. A session ends
 // at its idle expiry or at its cap, and its expiry never passes its cap (creating and refreshing
 // a session clamp it), so a session at its cap has both passed.
 func TestPruneExpired_OnlyExpiredRows(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		now := e.Clock.Now()
 		user := models.User{ID: uuid.NewString(), Email: "a@example.com", CreatedAt: now, UpdatedAt: now}
 		e.DB.Create(&user)
@@ -74,69 +58,8 @@ func TestPruneExpired_OnlyExpiredRows(t *testing.T) {
 	})
 }
 
-// Two instances on one PostgreSQL database never run a scheduled job at once: while one holds
-// it, the other skips.
-func TestRunExclusive_OneInstanceAtATime(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
-		other := e
-		if e.Dialect == apptest.Postgres {
-			other = e.Sibling() // a second service on the same database
-		}
-		started, release := make(chan struct{}), make(chan struct{})
-		e.Auth.SetJobStarted(func(string) {
-			close(started)
-			<-release
-		})
-		job := e.Auth.PruneJob()
-		var wg sync.WaitGroup
-		var firstRan bool
-		var firstErr error
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			firstRan, firstErr = e.Auth.RunExclusive(context.Background(), job)
-		}()
-		<-started
-		ran, err := other.Auth.RunExclusive(context.Background(), other.Auth.PruneJob())
-		if err != nil || ran {
-			t.Fatalf("second run while the first holds the lock: ran=%v err=%v", ran, err)
-		}
-		close(release)
-		wg.Wait()
-		if !firstRan || firstErr != nil {
-			t.Fatalf("first run: ran=%v err=%v", firstRan, firstErr)
-		}
-		// Once released, the job can run again, and no advisory lock is left behind.
-		e.Auth.SetJobStarted(nil)
-		if ran, err := other.Auth.RunExclusive(context.Background(), other.Auth.PruneJob()); !ran || err != nil {
-			t.Fatalf("run after release: ran=%v err=%v", ran, err)
-		}
-		if e.Dialect == apptest.Postgres {
-			var held int64
-			e.DB.Raw("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = hashtext(?)::oid AND granted",
-				"codeauth job "+auth.JobPruneThrottle).Scan(&held)
-			if held != 0 {
-				t.Fatalf("%d advisory locks still held after the job", held)
-			}
-		}
-	})
-}
-
-// A job that panics is an error of that job, not a crash of the server, and releases its lock.
-func TestRunExclusive_PanicIsAnError(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
-		boom := auth.Job{Name: "boom", Run: func(context.Context) error { panic("boom") }}
-		if ran, err := e.Auth.RunExclusive(context.Background(), boom); !ran || err == nil {
-			t.Fatalf("panicking job: ran=%v err=%v", ran, err)
-		}
-		if ran, err := e.Auth.RunExclusive(context.Background(), auth.Job{Name: "boom", Run: func(context.Context) error { return nil }}); !ran || err != nil {
-			t.Fatalf("the lock was not released: ran=%v err=%v", ran, err)
-		}
-	})
-}
-
 // signedIn signs email in and returns the client and its session as the service sees it.
-func signedIn(t *testing.T, e *apptest.Env, email string) (apptest.Session, *auth.SessionState) {
+func signedIn(t *testing.T, e *testkit.Env, email string) (testkit.Session, *auth.SessionState) {
 	t.Helper()
 	s := e.SignIn(email)
 	st, err := e.Auth.Session(context.Background(), auth.SessionQuery{Token: s.Token, FromDatabase: true})
@@ -149,7 +72,7 @@ func signedIn(t *testing.T, e *apptest.Env, email string) (apptest.Session, *aut
 // An account picked by the purge but restored before its transaction (by a sign-in or a restore
 // link) is left alone: the purge checks again under the row lock.
 func TestPurge_RechecksUnderTheLock(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s, st := signedIn(t, e, "alice@example.com")
 		if _, err := e.Auth.DeleteAccount(context.Background(), st); err != nil {
 			t.Fatal(err)
@@ -175,7 +98,7 @@ func TestPurge_RechecksUnderTheLock(t *testing.T) {
 // A deletion from a session that has ended since the request was authenticated (a restore link
 // used meanwhile ends every session) changes nothing.
 func TestDeleteAccount_RechecksTheSession(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s, st := signedIn(t, e, "alice@example.com")
 		if err := e.Auth.SignOut(context.Background(), s.Token); err != nil {
 			t.Fatal(err)

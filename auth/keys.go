@@ -10,18 +10,16 @@ import (
 )
 
 // keys are the secrets derived from AUTH_SECRET. Each use gets its own key, so no value signed
-// for one purpose verifies for another. The session cookie signature uses the secret itself: it
-// is the better-auth wire format (HMAC-SHA256(secret, token)) that existing clients carry.
+// for one purpose verifies for another. (The signature of session tokens is the wire format's,
+// keyed with the secret itself: handlers/betterauth/credential.)
 type keys struct {
-	cookie   macs        // signs session tokens in cookies and set-auth-token
 	otp      macs        // keys the code hashes
 	throttle macs        // keys the address hashes of auth_throttle
 	cache    cipher.AEAD // seals the session_data cookie cache
 }
 
-// macs hands out reusable HMAC-SHA256s keyed with one key: a signature check is on every
-// request, hashes of codes and addresses on every sign-in, and keying a fresh HMAC costs more
-// than the hash itself.
+// macs hands out reusable HMAC-SHA256s keyed with one key: hashes of codes and addresses are on
+// every sign-in, and keying a fresh HMAC costs more than the hash itself.
 type macs struct {
 	key  []byte
 	pool sync.Pool
@@ -59,7 +57,6 @@ func newKeys(secret []byte) (*keys, error) {
 		return nil, err
 	}
 	return &keys{
-		cookie:   macs{key: append([]byte(nil), secret...)},
 		otp:      macs{key: deriveKey(secret, "otp")},
 		throttle: macs{key: deriveKey(secret, "throttle")},
 		cache:    aead,

@@ -9,25 +9,7 @@ import (
 	"time"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
-
-// ErrRateLimited is matched (errors.Is) by every RateLimitError.
-var ErrRateLimited = errors.New("auth: rate limited")
-
-// RateLimitError means a limit was reached. RetryAfter says when the caller may try again.
-type RateLimitError struct {
-	RetryAfter time.Duration
-}
-
-// Error names the failure.
-func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("auth: rate limited, retry after %s", e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrRateLimited) true for every RateLimitError.
-func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
 // Limits kept in the database, shared by every instance (CONTRACT.md "Limits").
 const (
@@ -56,47 +38,18 @@ func (k *keys) throttleKey(kind, email string) string {
 	return kind + ":" + base64.RawURLEncoding.EncodeToString(k.throttle.sum(sum[:0], email))
 }
 
-// hitQuery counts one event in a fixed window with a single atomic upsert: a row whose window
-// has passed starts again at 1. Two instances counting at once can never lose an increment. The
-// same statement reports whether another counter, the address's failed verifications, has locked
-// it (a key that matches no row never does), which saves the lock check a round trip.
-const hitQuery = `INSERT INTO auth_throttle (key, count, reset_at, updated_at) VALUES (?, 1, ?, ?)
-` + countConflictSQL + `
-RETURNING count, reset_at, ` + lockedSQL + ` AS locked`
-
-// countConflictSQL is the part of a counter's upsert that counts into an existing row, starting
-// again at 1 when its window (ending at the row's reset_at) has passed at the time given twice.
-const countConflictSQL = `ON CONFLICT (key) DO UPDATE SET
- count = CASE WHEN auth_throttle.reset_at <= ? THEN 1 ELSE auth_throttle.count + 1 END,
- reset_at = CASE WHEN auth_throttle.reset_at <= ? THEN excluded.reset_at ELSE auth_throttle.reset_at END,
- updated_at = excluded.updated_at`
-
-// lockedSQL is true when the failure counter named by the first of its three arguments has
-// reached the cap (the second) in a window that has not ended (the third).
-const lockedSQL = `EXISTS (SELECT 1 FROM auth_throttle f WHERE f.key = ? AND f.count >= ? AND f.reset_at > ?)`
-
-// hitCount is what hitQuery returns.
-type hitCount struct {
-	Count   int
-	ResetAt time.Time
-	Locked  bool
+// limitStore is the storage of the counters: models.Store implements it.
+type limitStore interface {
+	Count(ctx context.Context, c models.Count) (models.Counted, error)
+	Counter(ctx context.Context, key string) (models.AuthThrottle, error)
 }
 
-// hit counts one event for key in db (a pipelined transaction sends it with what waits) and
-// returns the count in the current window and when it ends, and whether the failure counter
-// lockKey ("" for none) has locked the address.
-func (s *Service) hit(db *gorm.DB, key string, window time.Duration, lockKey string) (hitCount, error) {
+// sendCount is the count of one send to email, against its send budget; with lockable, it also
+// asks whether failed verifications have locked the address.
+func (s *Service) sendCount(email string, lockable bool) models.Count {
 	now := s.now()
-	var rows []hitCount
-	err := models.NowScan(db, &rows, hitQuery, key, now.Add(window), now, now, now, lockKey, s.maxFailures, now)
-	if err == nil && len(rows) != 1 {
-		err = fmt.Errorf("%d rows", len(rows))
-	}
-	if err != nil {
-		return hitCount{}, fmt.Errorf("auth: counting %s: %w", key[:4], err)
-	}
-	rows[0].ResetAt = rows[0].ResetAt.UTC()
-	return rows[0], nil
+	return models.Count{Key: s.keys.throttleKey(throttleSend, email), ResetAt: now.Add(SendWindow), Now: now,
+		LockKey: s.lockKey(email, lockable), MaxFailures: s.maxFailures}
 }
 
 // retryAfter is the wait until resetAt, at least a second.
@@ -108,17 +61,26 @@ func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
 	return &RateLimitError{RetryAfter: d}
 }
 
-// throttleSend spends one of the address's SendLimit sends in db, or fails with a
-// RateLimitError. With lockable, an address locked by failed verifications is refused too
-// (checkLocked), in the same round trip; the refused send is still counted, which cannot matter:
-// the lock outlasts the send window.
-func (s *Service) throttleSend(db *gorm.DB, email string, lockable bool) error {
-	c, err := s.hit(db, s.keys.throttleKey(throttleSend, email), SendWindow, s.lockKey(email, lockable))
+// throttleSend spends one of the address's SendLimit sends, or fails with a RateLimitError.
+// With lockable, an address locked by failed verifications is refused too (checkLocked), in the
+// same round trip; the refused send is still counted, which cannot matter: the lock outlasts the
+// send window.
+func (s *Service) throttleSend(ctx context.Context, email string, lockable bool) error {
+	c, err := s.store.Count(ctx, s.sendCount(email, lockable))
 	if err != nil {
 		return err
 	}
+	if c.Locked || c.Count > SendLimit {
+		return s.sendRefused(ctx, email, c)
+	}
+	return nil
+}
+
+// sendRefused is the RateLimitError of a send refused after the count c: the address is locked
+// (until its failures' window ends), or its sends are used up (until theirs does).
+func (s *Service) sendRefused(ctx context.Context, email string, c models.Counted) error {
 	if c.Locked {
-		if err := s.checkLocked(db, email); err != nil {
+		if err := s.checkLocked(ctx, email); err != nil {
 			return err
 		}
 	}
@@ -126,10 +88,12 @@ func (s *Service) throttleSend(db *gorm.DB, email string, lockable bool) error {
 		s.stats.throttled.Add(1)
 		return s.retryAfter(c.ResetAt)
 	}
-	return nil
+	// The lock ended between the count and the look at it; the send was refused all the same,
+	// and may be asked again at once.
+	return s.retryAfter(s.now())
 }
 
-// lockKey is the key of the address's failure counter for lockedSQL, or "" (which never locks)
+// lockKey is the key of the address's failure counter, which locks it, or "" (which never locks)
 // when the lock does not apply.
 func (s *Service) lockKey(email string, lockable bool) string {
 	if !lockable {
@@ -140,10 +104,9 @@ func (s *Service) lockKey(email string, lockable bool) string {
 
 // checkLocked fails with a RateLimitError while the address has used up its failed
 // verifications; sends and verifies for it are refused until the window passes.
-func (s *Service) checkLocked(db *gorm.DB, email string) error {
-	var row models.AuthThrottle
-	err := db.Where("key = ?", s.keys.throttleKey(throttleFailure, email)).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+func (s *Service) checkLocked(ctx context.Context, email string) error {
+	row, err := s.store.Counter(ctx, s.keys.throttleKey(throttleFailure, email))
+	if errors.Is(err, models.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -156,28 +119,12 @@ func (s *Service) checkLocked(db *gorm.DB, email string) error {
 	return nil
 }
 
-// reserveFailure counts a comparison against the address before it is made, so parallel guesses
-// cannot overshoot the cap; a successful sign-in clears the count (clearFailures). It returns the
-// count, and when its window ends.
-func (s *Service) reserveFailure(ctx context.Context, email string) (int, time.Time, error) {
-	c, err := s.hit(s.db.WithContext(ctx), s.keys.throttleKey(throttleFailure, email), FailureWindow, "")
-	return c.Count, c.ResetAt, err
-}
-
-// pastFailureCap fails with a RateLimitError when a reservation (reserveFailure) made the
-// address's failure count pass the cap: the comparison it reserved must not be made.
+// pastFailureCap fails with a RateLimitError when the reservation of a comparison (made with the
+// attempt) made the address's failure count pass the cap: the comparison must not be made.
 func (s *Service) pastFailureCap(count int, resetAt time.Time) error {
 	if count > s.maxFailures {
 		s.stats.throttled.Add(1)
 		return s.retryAfter(resetAt)
-	}
-	return nil
-}
-
-// clearFailures resets the address's consecutive failures, inside the sign-in transaction.
-func (s *Service) clearFailures(tx *gorm.DB, email string) error {
-	if err := models.Later(tx, "DELETE FROM auth_throttle WHERE key = ?", s.keys.throttleKey(throttleFailure, email)); err != nil {
-		return fmt.Errorf("auth: clearing failures: %w", err)
 	}
 	return nil
 }

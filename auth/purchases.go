@@ -2,21 +2,10 @@ package auth
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"codeauth/models"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
-)
-
-// Errors of purchase claims.
-var (
-	// ErrPurchaseNotFound means no purchase has that id.
-	ErrPurchaseNotFound = errors.New("auth: purchase not found")
-	// ErrPurchaseOtherEmail means the purchase was made with another address than the account's.
-	ErrPurchaseOtherEmail = errors.New("auth: purchase made with another e-mail address")
 )
 
 // Purchase returns the purchase with id.
@@ -25,12 +14,9 @@ func (s *Service) Purchase(ctx context.Context, id string) (models.Purchase, err
 	if uuid.Validate(id) != nil {
 		return p, ErrPurchaseNotFound
 	}
-	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&p).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return p, ErrPurchaseNotFound
-	}
+	p, err := s.store.Purchase(ctx, id)
 	if err != nil {
-		return p, fmt.Errorf("auth: reading a purchase: %w", err)
+		return p, notFoundAs(err, ErrPurchaseNotFound, "reading a purchase")
 	}
 	return p, nil
 }
@@ -46,12 +32,11 @@ func (s *Service) ClaimPurchase(ctx context.Context, user models.User, purchaseI
 	if email, err := NormalizeEmail(p.Email); err != nil || email != user.Email {
 		return p, ErrPurchaseOtherEmail
 	}
-	res := s.db.WithContext(ctx).Model(&models.Purchase{}).
-		Where("id = ? AND (user_id IS NULL OR user_id = ?)", p.ID, user.ID).Update("user_id", user.ID)
-	if res.Error != nil {
-		return p, fmt.Errorf("auth: claiming a purchase: %w", res.Error)
+	claimed, err := s.store.ClaimPurchase(ctx, p.ID, user.ID)
+	if err != nil {
+		return p, err
 	}
-	if res.RowsAffected == 0 {
+	if !claimed {
 		return p, ErrPurchaseOtherEmail // linked to another account with this address before
 	}
 	p.UserID = &user.ID

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,13 +12,26 @@ import (
 	"codeauth/models"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 )
+
+// Store is the storage the service needs, by capability; models.Store implements it. The
+// service builds its outbox on the same store.
+type Store interface {
+	codeStore
+	limitStore
+	signInStore
+	changeStore
+	deletionStore
+	profileStore
+	pruneStore
+	sessionStore
+	mail.Store
+}
 
 // Options are the dependencies and settings of a Service.
 type Options struct {
-	// DB is the opened and migrated database.
-	DB *gorm.DB
+	// Store is the service's storage.
+	Store Store
 	// Mailer delivers codes and notices.
 	Mailer mail.Mailer
 	// Secret is AUTH_SECRET; every key is derived from it.
@@ -44,7 +56,7 @@ type Options struct {
 
 // Service implements sign-in by e-mail code and the sessions that follow it.
 type Service struct {
-	db            *gorm.DB
+	store         Store
 	outbox        *mail.Outbox
 	compose       mail.Composer
 	changeLinks   bool
@@ -56,20 +68,15 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
-	sessions      sessionStore
 	stats         counters
-	// jobLocks keeps a job from running twice at once in this instance.
-	jobLocks sync.Map
-	// jobStarted, when set by tests, is called once a job holds its lock.
-	jobStarted func(name string)
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
 	pruneBatch int
 }
 
 // New builds a Service.
 func New(opts Options) (*Service, error) {
-	if opts.DB == nil || opts.Mailer == nil {
-		return nil, errors.New("auth: a database and a mailer are required")
+	if opts.Store == nil || opts.Mailer == nil {
+		return nil, errors.New("auth: a store and a mailer are required")
 	}
 	if len(opts.Secret) == 0 {
 		return nil, errors.New("auth: a secret is required")
@@ -79,7 +86,7 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		db:            opts.DB,
+		store:         opts.Store,
 		changeLinks:   opts.EmailChangeLinks,
 		deletionGrace: opts.DeletionGrace,
 		keys:          k,
@@ -100,12 +107,6 @@ func New(opts Options) (*Service, error) {
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
 	}
-	// Built over opts.DB until Options carries the store (issue 14).
-	store, err := models.NewStore(opts.DB)
-	if err != nil {
-		return nil, err
-	}
-	s.sessions = store
 	if s.maxFailures <= 0 {
 		s.maxFailures = DefaultMaxFailedVerifications
 	}
@@ -118,7 +119,7 @@ func New(opts Options) (*Service, error) {
 	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.
-	outbox, err := mail.NewOutbox(opts.DB, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
+	outbox, err := mail.NewOutbox(opts.Store, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +130,13 @@ func New(opts Options) (*Service, error) {
 // Outbox is the service's queue of outgoing e-mail; the server runs its worker.
 func (s *Service) Outbox() *mail.Outbox { return s.outbox }
 
-// queue writes the draft of an e-mail, as the Composer returned it with err, to the outbox
-// inside tx.
-func (s *Service) queue(tx *gorm.DB, d mail.Draft, err error, opts mail.EnqueueOptions) error {
+// prepare is the outbox row of an e-mail, as the Composer returned its draft d with err, to be
+// written in the transaction of the change that sends it.
+func (s *Service) prepare(d mail.Draft, err error, opts mail.EnqueueOptions) (models.OutboxMessage, error) {
 	if err != nil {
-		return fmt.Errorf("auth: composing %s: %w", d.Kind, err)
+		return models.OutboxMessage{}, fmt.Errorf("auth: composing %s: %w", d.Kind, err)
 	}
-	return s.outbox.Enqueue(tx, d, opts)
+	return s.outbox.Prepare(d, opts)
 }
 
 // now is the service's single idea of the current time: UTC, at the microsecond precision both
@@ -179,7 +180,7 @@ func (s *Service) Stats() Stats {
 		FailedVerifications: s.stats.failedVerifications.Load(),
 		Throttled:           s.stats.throttled.Load(),
 		SessionReads:        s.stats.sessionReads.Load(),
-		SessionQueries:      s.sessions.SessionQueries(),
+		SessionQueries:      s.store.SessionQueries(),
 	}
 }
 

@@ -2,17 +2,9 @@ package auth
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
 
 // Session timing (CONTRACT.md "Sessions and tokens").
@@ -30,9 +22,6 @@ const (
 	FreshAge = 20 * time.Minute
 )
 
-// ErrSessionNotFresh means the session was signed in longer ago than FreshAge: sign in again.
-var ErrSessionNotFresh = errors.New("auth: session is not fresh")
-
 // Fresh reports whether the session was signed in at most FreshAge ago.
 func (s *Service) Fresh(st *SessionState) bool {
 	return st != nil && !s.now().After(st.Session.CreatedAt.Add(FreshAge))
@@ -44,6 +33,15 @@ func (s *Service) requireFresh(st *SessionState) error {
 		return ErrSessionNotFresh
 	}
 	return nil
+}
+
+// sessionStore is the storage of sessions: models.Store implements it.
+type sessionStore interface {
+	ReadSession(ctx context.Context, hash string, sess *models.Session, user *models.User) (bool, error)
+	SessionQueries() int64
+	DeleteSession(ctx context.Context, id string) error
+	RefreshSession(ctx context.Context, id string, expires, now time.Time) (bool, error)
+	EndSession(ctx context.Context, hash string) (string, error)
 }
 
 // SessionState is a live session with its user, as one request sees it.
@@ -91,7 +89,7 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 		return nil, err
 	}
 	if !now.Before(st.Session.ExpiresAt) || !now.Before(st.Session.AbsoluteExpiresAt) {
-		if err := s.sessions.DeleteSession(ctx, st.Session.ID); err != nil {
+		if err := s.store.DeleteSession(ctx, st.Session.ID); err != nil {
 			s.log.WarnContext(ctx, "deleting an expired session failed", "error", err)
 		}
 		return nil, nil
@@ -102,9 +100,9 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 			expires = st.Session.AbsoluteExpiresAt
 		}
 		if expires.After(st.Session.ExpiresAt) {
-			live, err := s.sessions.RefreshSession(ctx, st.Session.ID, expires, now)
+			live, err := s.store.RefreshSession(ctx, st.Session.ID, expires, now)
 			if err != nil {
-				return nil, fmt.Errorf("auth: refreshing a session: %w", err)
+				return nil, err
 			}
 			if !live {
 				return nil, nil // signed out meanwhile
@@ -128,37 +126,20 @@ func (s *Service) CookieMaxAge(st *SessionState) time.Duration {
 	return d
 }
 
-// sessionStore is the storage of sessions that the session checks and sign-out need.
-type sessionStore interface {
-	// ReadSession fills sess and user from the session of tokenHash and its live user; found is
-	// false when there is none. It is the hot path of every check the cookie cache cannot answer.
-	ReadSession(ctx context.Context, tokenHash string, sess *models.Session, user *models.User) (found bool, err error)
-	// SessionQueries counts the queries that answered ReadSession (Stats.SessionQueries).
-	SessionQueries() int64
-	// RefreshSession extends the session id; false means it was signed out meanwhile.
-	RefreshSession(ctx context.Context, id string, expires, now time.Time) (bool, error)
-	// DeleteSession deletes the session id.
-	DeleteSession(ctx context.Context, id string) error
-	// DeleteSessionByToken deletes the session of tokenHash and returns its id, if there was one.
-	DeleteSessionByToken(ctx context.Context, tokenHash string) (id string, found bool, err error)
-}
-
+// loadSession reads the live session of token from the database, or nil when there is none.
 func (s *Service) loadSession(ctx context.Context, token string) (*SessionState, error) {
 	st := &SessionState{Token: token}
-	sess, user := &st.Session, &st.User
 	s.stats.sessionReads.Add(1)
-	found, err := s.sessions.ReadSession(ctx, hashToken(token), sess, user)
-	if err != nil {
-		return nil, fmt.Errorf("auth: reading a session: %w", err)
-	}
-	if !found {
-		return nil, nil
+	found, err := s.store.ReadSession(ctx, hashToken(token), &st.Session, &st.User)
+	if err != nil || !found {
+		return nil, err
 	}
 	return st, nil
 }
 
-// createSession stores a new session for userID inside tx and returns its raw token.
-func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (string, models.Session, error) {
+// newSession makes a new session for the client, to be stored with the sign-in that opens it (its
+// user is set there), and returns it with its raw token.
+func (s *Service) newSession(meta ClientMeta) (string, models.Session, error) {
 	token, hash, err := newToken()
 	if err != nil {
 		return "", models.Session{}, err
@@ -169,21 +150,16 @@ func (s *Service) createSession(tx *gorm.DB, userID string, meta ClientMeta) (st
 	if expires.After(absolute) {
 		expires = absolute
 	}
-	sess := models.Session{
+	return token, models.Session{
 		ID:                newID(),
 		Token:             hash,
-		UserID:            userID,
 		ExpiresAt:         expires,
 		AbsoluteExpiresAt: absolute,
 		IPAddress:         cleanText(meta.IPAddress, 64),
 		UserAgent:         cleanText(meta.UserAgent, 512),
 		CreatedAt:         now,
 		UpdatedAt:         now,
-	}
-	if err := models.LaterInsert(tx, &sess, ""); err != nil {
-		return "", models.Session{}, fmt.Errorf("auth: creating a session: %w", err)
-	}
-	return token, sess, nil
+	}, nil
 }
 
 // SignOut ends the session of token, wherever it is used: cookie and bearer alike. An unknown
@@ -192,12 +168,9 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 	if !wellFormedToken(token) {
 		return nil
 	}
-	id, found, err := s.sessions.DeleteSessionByToken(ctx, hashToken(token))
-	if err != nil {
-		return fmt.Errorf("auth: deleting a session: %w", err)
-	}
-	if !found {
-		return nil
+	id, err := s.store.EndSession(ctx, hashToken(token))
+	if err != nil || id == "" {
+		return err
 	}
 	// Cookie caches issued by this instance stop answering for it at once.
 	s.revokeLocally([]string{id})
@@ -208,60 +181,4 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 type ClientMeta struct {
 	IPAddress string
 	UserAgent string
-}
-
-// cleanText makes client-supplied text (a User-Agent header) safe to store and show: invalid
-// UTF-8 becomes U+FFFD, control characters (NUL, which PostgreSQL refuses in text, among them)
-// are dropped, and the result is cut to at most n bytes without splitting a character.
-func cleanText(s string, n int) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// revocations remembers sessions revoked in this process until any cookie cache that could still
-// vouch for them has expired, so a signed-out browser replaying its cache is refused at once.
-// Other instances learn of the revocation through the database once the cache expires.
-type revocations struct {
-	mu    sync.RWMutex
-	until map[string]time.Time
-	sweep int
-}
-
-func newRevocations() *revocations {
-	return &revocations{until: map[string]time.Time{}, sweep: 1024}
-}
-
-func (r *revocations) add(id string, now, until time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.until) >= r.sweep {
-		for k, t := range r.until {
-			if !now.Before(t) {
-				delete(r.until, k)
-			}
-		}
-		r.sweep = 2 * len(r.until)
-		if r.sweep < 1024 {
-			r.sweep = 1024
-		}
-	}
-	r.until[id] = until
-}
-
-func (r *revocations) has(id string, now time.Time) bool {
-	r.mu.RLock()
-	t, ok := r.until[id]
-	r.mu.RUnlock()
-	return ok && now.Before(t)
 }

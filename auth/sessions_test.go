@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 )
 
 // Stats counts each session check that went to the database as a read, live session or not,
 // and the store's queries that answered them: one each on SQLite, fewer under concurrency on
 // PostgreSQL, where reads share queries. A check the cookie cache answers is no read.
 func TestStatsCountSessionReadsAndQueries(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("counted@example.com")
 		signedOut := e.SignIn("gone@example.com").Token
 		if err := e.Auth.SignOut(context.Background(), signedOut); err != nil {
@@ -44,7 +44,7 @@ func TestStatsCountSessionReadsAndQueries(t *testing.T) {
 		if reads != 3*each {
 			t.Fatalf("%d session reads counted, want %d", reads, 3*each)
 		}
-		if e.Dialect == apptest.Postgres {
+		if e.Dialect == testkit.Postgres {
 			if queries < 1 || queries > reads {
 				t.Fatalf("%d reads took %d queries", reads, queries)
 			}

@@ -8,9 +8,14 @@ import (
 
 	"codeauth/mail"
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
+
+// signInStore is the storage of sign-ins: models.Store implements it.
+type signInStore interface {
+	CompleteSignIn(ctx context.Context, in models.SignIn) (models.SignedIn, error)
+	SessionExists(ctx context.Context, id string) (bool, error)
+	Preferences(ctx context.Context, defaults models.UserData) (models.UserData, error)
+}
 
 // SignInInput is one verification request.
 type SignInInput struct {
@@ -27,11 +32,6 @@ type SignInResult struct {
 	// Created reports whether this verification created the account (a sign-up).
 	Created bool
 }
-
-// ErrSignInUnconfirmed means the database broke off before it confirmed a sign-in's commit and
-// could not be asked afterwards whether it had committed: the code may have been used, so the
-// person should ask for a new one rather than try it again.
-var ErrSignInUnconfirmed = errors.New("auth: the sign-in could not be confirmed")
 
 // confirmTimeout bounds the look, after a commit that was not acknowledged, at whether it
 // committed: the request is already waiting on a broken connection.
@@ -62,61 +62,47 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		s.stats.failedVerifications.Add(1)
 		return nil, err
 	}
-
-	var res SignInResult
-	err = models.Transaction(ctx, s.db, func(tx *gorm.DB) error {
-		// The account row is inserted or locked before the code is consumed: every transaction
-		// that touches both an account and its codes takes them in that order (restore, address
-		// change, purge), so none can deadlock with another. Both statements go to the database
-		// in one round trip. A lost race for the code rolls back the account it created.
-		fresh := s.newUser(email, name)
-		var found []models.User
-		if err := models.LaterScan(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
-			return fmt.Errorf("auth: creating a user: %w", err)
-		}
-		ok, err := consumeCode(tx, v)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return ErrInvalidOTP
-		}
-		user, created, err := s.settleUser(tx, fresh, found)
-		if err != nil {
-			return err
-		}
-		if err := s.clearFailures(tx, email); err != nil {
-			return err
-		}
-		token, sess, err := s.createSession(tx, user.ID, in.Client)
-		if err != nil {
-			return err
-		}
-		if created {
-			// The welcome e-mail is queued with the account and delivered after the commit; a
-			// failed delivery never undoes the sign-up.
-			m, err := s.compose.Welcome(user.Email)
-			if err := s.queue(tx, m, err, mail.EnqueueOptions{}); err != nil {
-				return err
-			}
-		}
-		res = SignInResult{SessionState: SessionState{Session: sess, User: user, Token: token}, Created: created}
-		return nil
+	token, sess, err := s.newSession(in.Client)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	fresh := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
+	done, err := s.store.CompleteSignIn(ctx, models.SignIn{
+		Fresh:       fresh,
+		UserData:    s.defaultUserData(fresh.ID),
+		Code:        *v,
+		FailureKey:  s.keys.throttleKey(throttleFailure, email),
+		Session:     sess,
+		Welcome:     s.welcome,
+		GraceCutoff: now.Add(-s.deletionGrace),
+		Now:         now,
 	})
+	if errors.Is(err, models.ErrLost) {
+		err = ErrInvalidOTP // a parallel request used the code first
+	}
 	if errors.Is(err, models.ErrCommitUnknown) {
-		err = s.confirmCommit(ctx, res.Session.ID, err)
+		err = s.confirmCommit(ctx, sess.ID, err)
 	}
 	if err != nil {
 		s.stats.failedVerifications.Add(1)
 		return nil, err
 	}
+	sess.UserID = done.User.ID
+	res := &SignInResult{SessionState: SessionState{Session: sess, User: done.User, Token: token}, Created: done.Created}
 	s.stats.signIns.Add(1)
 	if res.Created {
 		s.stats.signUps.Add(1)
 		s.log.InfoContext(ctx, "account created", "user_id", res.User.ID)
 		s.outbox.Kick()
 	}
-	return &res, nil
+	return res, nil
+}
+
+// welcome is the welcome e-mail of a new account, queued in the transaction that creates it.
+func (s *Service) welcome(u models.User) (models.OutboxMessage, error) {
+	d, err := s.compose.Welcome(u.Email)
+	return s.prepare(d, err, mail.EnqueueOptions{})
 }
 
 // confirmCommit settles a sign-in whose commit was not acknowledged (unknown, the error): it
@@ -126,109 +112,21 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 func (s *Service) confirmCommit(ctx context.Context, sessionID string, unknown error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
 	defer cancel()
-	var n int64
-	if err := s.db.WithContext(ctx).Model(&models.Session{}).Where("id = ?", sessionID).Count(&n).Error; err == nil && n == 1 {
+	if found, err := s.store.SessionExists(ctx, sessionID); err == nil && found {
 		s.log.WarnContext(ctx, "a sign-in's commit was not acknowledged, and was found committed", "error", unknown)
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrSignInUnconfirmed, unknown)
 }
 
-// newUser is the account a first verification of email creates.
-func (s *Service) newUser(email, name string) models.User {
+// defaultUserData is the preference record an account starts with.
+func (s *Service) defaultUserData(userID string) models.UserData {
 	now := s.now()
-	return models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
-}
-
-// upsertUserSQL inserts an account, or, when one holds the address, locks it as SELECT … FOR
-// UPDATE would (the no-op SET), and returns the row either way. Of two parallel first
-// verifications exactly one inserts; the other waits for it and gets its row. An account that
-// held the address and moves away meanwhile is no conflict: PostgreSQL tries the insert again.
-const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (email) DO UPDATE SET email = excluded.email
-RETURNING *`
-
-// settleUser finishes what upsertUser started, given the fresh account it tried to insert and
-// the row it returned, and returns the account that signs in and whether it was created here
-// (the returned row is the fresh one). A new account gets its sign-up effects. A soft-deleted
-// account inside its grace period is restored by signing in; past it, it is purged and a new
-// account is made. An existing account's row stays locked until the sign-in commits, so an
-// address change or restore that commits meanwhile waits for it, and then ends the new session
-// with the others; without the lock the new session could outlive the restore meant to end it.
-func (s *Service) settleUser(tx *gorm.DB, fresh models.User, found []models.User) (models.User, bool, error) {
-	if len(found) != 1 {
-		return models.User{}, false, fmt.Errorf("auth: creating a user returned %d rows", len(found))
-	}
-	existing := found[0]
-	if existing.ID == fresh.ID {
-		return fresh, true, s.signUpEffects(tx, fresh)
-	}
-	now := s.now()
-	if s.pastGraceAt(existing, now) {
-		// Past its grace period the account is gone, whether or not the nightly purge has run:
-		// purge it now and sign up afresh. The row is locked, and the purge's cutoff is the one
-		// just checked, so it goes; a parallel sign-up for the address waits on the unique index.
-		n, err := purgeUsers(tx, []string{existing.ID}, now.Add(-s.deletionGrace))
-		if err != nil {
-			return models.User{}, false, err
-		}
-		if n != 1 {
-			return models.User{}, false, fmt.Errorf("auth: purging an account past its grace removed %d", n)
-		}
-		if err := tx.Create(&fresh).Error; err != nil {
-			return models.User{}, false, fmt.Errorf("auth: creating a user: %w", err)
-		}
-		return fresh, true, s.signUpEffects(tx, fresh)
-	}
-	if existing.DeletedAt.Valid || !existing.EmailVerified {
-		// Signing in restores a deleted account, and the code just proved the address.
-		if err := models.Later(tx, "UPDATE users SET deleted_at = NULL, email_verified = ?, updated_at = ? WHERE id = ?", true, now, existing.ID); err != nil {
-			return models.User{}, false, fmt.Errorf("auth: updating a user: %w", err)
-		}
-		existing.DeletedAt = gorm.DeletedAt{}
-		existing.EmailVerified = true
-		existing.UpdatedAt = now
-	}
-	existing.CreatedAt, existing.UpdatedAt = existing.CreatedAt.UTC(), existing.UpdatedAt.UTC()
-	return existing, false, nil
-}
-
-// signUpEffects runs in the transaction that creates the account: the UserData row, and every
-// purchase made with this address before the account existed is linked to it.
-func (s *Service) signUpEffects(tx *gorm.DB, user models.User) error {
-	if err := s.ensureUserData(tx, user.ID); err != nil {
-		return err
-	}
-	if err := models.Later(tx, "UPDATE purchases SET user_id = ? WHERE email = ? AND user_id IS NULL", user.ID, user.Email); err != nil {
-		return fmt.Errorf("auth: linking purchases: %w", err)
-	}
-	return nil
-}
-
-// ensureUserData creates the user's UserData row with its defaults if it does not exist.
-func (s *Service) ensureUserData(tx *gorm.DB, userID string) error {
-	now := s.now()
-	ud := models.UserData{ID: newID(), UserID: userID, MarketingOptIn: false, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now}
-	if err := models.LaterInsert(tx, &ud, " ON CONFLICT (user_id) DO NOTHING"); err != nil {
-		return fmt.Errorf("auth: creating user data: %w", err)
-	}
-	return nil
+	return models.UserData{ID: newID(), UserID: userID, MarketingOptIn: false, IsTrialEligible: true, CreatedAt: now, UpdatedAt: now}
 }
 
 // Preferences returns the user's UserData, creating the default row for accounts that predate
 // it.
 func (s *Service) Preferences(ctx context.Context, userID string) (models.UserData, error) {
-	db := s.db.WithContext(ctx)
-	var ud models.UserData
-	err := db.Where("user_id = ?", userID).Take(&ud).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		if err := s.ensureUserData(db, userID); err != nil {
-			return models.UserData{}, err
-		}
-		err = db.Where("user_id = ?", userID).Take(&ud).Error
-	}
-	if err != nil {
-		return models.UserData{}, fmt.Errorf("auth: reading user data: %w", err)
-	}
-	return ud, nil
+	return s.store.Preferences(ctx, s.defaultUserData(userID))
 }

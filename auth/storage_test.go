@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 
@@ -18,7 +18,7 @@ import (
 // Once sign-ins settle, no code and no e-mail is left behind: a code goes when it is used, its
 // e-mail when it is delivered, and a code e-mail replaced before it went out with it.
 func TestSignInsLeaveNoCodesOrMail(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const accounts = 5
 		for i := range accounts {
 			e.SignIn(fmt.Sprintf("user%d@example.com", i))
@@ -59,7 +59,7 @@ func TestGivenUpMailIsRecordedForTheRetention(t *testing.T) {
 	if auth.OutboxRetention != 7*24*time.Hour {
 		t.Fatalf("OutboxRetention is %s; the review asked for 7 days", auth.OutboxRetention)
 	}
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		e.Mailer.FailKind(mail.KindWelcome, errors.New("provider unavailable"))
 		e.SignIn("alice@example.com")
 		e.Mailer.Flush()
@@ -101,44 +101,10 @@ func TestGivenUpMailIsRecordedForTheRetention(t *testing.T) {
 	})
 }
 
-// The server prunes every PruneInterval (RunEvery, here with a short interval): an expired code
-// never used and an expired throttle counter are gone minutes later, not at night; the live ones
-// stay, and the live code still signs in.
-func TestPruneRunsPeriodically(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
-		e.SendCode("old@example.com")
-		e.Clock.Advance(auth.SendWindow + time.Minute) // past the code's expiry and the send window
-		live := e.SendCode("live@example.com")
-		if c, n := e.Count(&models.Verification{}), e.Count(&models.AuthThrottle{}); c != 2 || n != 2 {
-			t.Fatalf("%d codes and %d throttle counters before the prune, want 2 and 2", c, n)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.Auth.RunEvery(ctx, time.Millisecond, e.Auth.PruneJob())
-		}()
-		for stop := time.Now().Add(10 * time.Second); e.Count(&models.Verification{}) != 1 || e.Count(&models.AuthThrottle{}) != 1; {
-			if time.Now().After(stop) {
-				t.Fatal("waited in vain for the periodic prune")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-		<-done
-		if e.Count(&models.Verification{}, "subject = ?", "live@example.com") != 1 {
-			t.Fatal("the live code was pruned")
-		}
-		if r := e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": "live@example.com", "otp": live}); r.Status != 200 {
-			t.Fatalf("signing in with the live code: %d %s", r.Status, r.Body)
-		}
-	})
-}
-
 // A backlog larger than a batch is pruned whole, in statements that each delete at most a batch
 // (here 10 rows), and no live row goes with it.
 func TestPruneExpired_InBatches(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const batch = 10
 		e.Auth.SetPruneBatch(batch)
 		now := e.Clock.Now()
@@ -200,7 +166,7 @@ func TestPruneExpired_InBatches(t *testing.T) {
 // count to commit, must leave the new window alone: the check is made again on the row it finds.
 // PostgreSQL only, where the two can interleave; SQLite runs one writer at a time.
 func TestPruneExpired_LeavesACounterThatStartedAgain(t *testing.T) {
-	e := apptest.New(t, apptest.Postgres)
+	e := testkit.New(t, testkit.Postgres)
 	now := e.Clock.Now()
 	if err := e.DB.Create(&models.AuthThrottle{Key: "send:k", Count: 5, ResetAt: now.Add(-time.Second), UpdatedAt: now}).Error; err != nil {
 		t.Fatal(err)

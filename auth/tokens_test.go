@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
-	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,41 +25,13 @@ func testService(t testing.TB, secret string) *Service {
 
 const secretA = "secret-a-0123456789-0123456789-01"
 
-func TestSignedTokens(t *testing.T) {
-	s := testService(t, secretA)
+func TestNewToken(t *testing.T) {
 	token, hash, err := newToken()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !wellFormedToken(token) || hash == token || hash != hashToken(token) {
 		t.Fatalf("token %q, hash %q", token, hash)
-	}
-	signed := s.SignToken(token)
-	for _, v := range []string{signed, url.QueryEscape(signed), url.PathEscape(signed)} {
-		if got, ok := s.VerifySignedToken(v); !ok || got != token {
-			t.Fatalf("VerifySignedToken(%q) = %q, %v", v, got, ok)
-		}
-	}
-	// The signature in the base64url alphabet is accepted too (better-auth's verifier does).
-	tok, sig, _ := strings.Cut(signed, ".")
-	raw, _ := base64.StdEncoding.DecodeString(sig)
-	if got, ok := s.VerifySignedToken(tok + "." + base64.URLEncoding.EncodeToString(raw)); !ok || got != token {
-		t.Fatal("base64url signature refused")
-	}
-	other := testService(t, "secret-b-0123456789-0123456789-01")
-	if _, ok := other.VerifySignedToken(signed); ok {
-		t.Fatal("a token signed with another secret verified")
-	}
-	for _, bad := range []string{"", ".", token, token + ".", "." + sig, token + "." + sig[:43], token + "x." + sig, "%zz", strings.Repeat("a", 300)} {
-		if _, ok := s.VerifySignedToken(bad); ok {
-			t.Fatalf("VerifySignedToken(%q) accepted", bad)
-		}
-	}
-	if got, ok := s.BearerToken(token); !ok || got != token {
-		t.Fatal("raw bearer token refused")
-	}
-	if _, ok := s.BearerToken(token[:42]); ok {
-		t.Fatal("truncated bearer token accepted")
 	}
 }
 
@@ -170,19 +141,6 @@ func TestCookieCache_Layout(t *testing.T) {
 	} {
 		if _, ok := s.decodeCache(seal(plain), strings.Repeat("T", tokenLength), now); ok {
 			t.Errorf("%s: accepted", name)
-		}
-	}
-}
-
-// BenchmarkVerifySignedToken measures the signature check every cookie or bearer request pays.
-func BenchmarkVerifySignedToken(b *testing.B) {
-	s := testService(b, secretA)
-	token, _, _ := newToken()
-	signed := url.QueryEscape(s.SignToken(token))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, ok := s.VerifySignedToken(signed); !ok {
-			b.Fatal("not verified")
 		}
 	}
 }

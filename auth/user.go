@@ -3,14 +3,11 @@ package auth
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"unicode/utf8"
 
 	"codeauth/models"
-
-	"gorm.io/gorm"
 )
 
 // MaxNameLength is the longest display name accepted, in characters.
@@ -31,21 +28,21 @@ const maxImageURLLength = 2048
 func ValidateName(name string) (string, error) {
 	name = strings.TrimSpace(name)
 	if !utf8.ValidString(name) {
-		return "", &FieldError{Field: "name", Reason: "Invalid input: not valid UTF-8"}
+		return "", &FieldError{Field: "name", Reason: ReasonInvalidUTF8}
 	}
 	if utf8.RuneCountInString(name) > MaxNameLength {
-		return "", &FieldError{Field: "name", Reason: fmt.Sprintf("Too big: expected string to have <=%d characters", MaxNameLength)}
+		return "", &FieldError{Field: "name", Reason: ReasonTooLong, Max: MaxNameLength}
 	}
 	runes := []rune(name)
 	visible := false
 	for i, r := range runes {
 		if !nameRuneAllowed(runes, i) {
-			return "", &FieldError{Field: "name", Reason: "Invalid input: control and invisible characters are not allowed"}
+			return "", &FieldError{Field: "name", Reason: ReasonInvisible}
 		}
 		visible = visible || visibleRune(r)
 	}
 	if name != "" && !visible {
-		return "", &FieldError{Field: "name", Reason: "Invalid input: expected at least one visible character"}
+		return "", &FieldError{Field: "name", Reason: ReasonNoVisible}
 	}
 	return name, nil
 }
@@ -55,12 +52,12 @@ func ValidateName(name string) (string, error) {
 func validateImage(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-		return "", &FieldError{Field: "image", Reason: "Invalid input: expected an absolute http(s) URL"}
+		return "", &FieldError{Field: "image", Reason: ReasonNotHTTPURL}
 	}
 	if s := u.String(); len(s) <= maxImageURLLength {
 		return s, nil
 	}
-	return "", &FieldError{Field: "image", Reason: fmt.Sprintf("Too big: expected a URL of at most %d characters", maxImageURLLength)}
+	return "", &FieldError{Field: "image", Reason: ReasonTooLong, Max: maxImageURLLength}
 }
 
 // UserUpdate is a change to a user's profile; nil fields stay as they are.
@@ -73,44 +70,24 @@ type UserUpdate struct {
 
 // UpdateUser applies u to the user and returns the updated account.
 func (s *Service) UpdateUser(ctx context.Context, userID string, u UserUpdate) (models.User, error) {
-	changes := map[string]any{}
+	c := models.UserChanges{SetImage: u.SetImage, UpdatedAt: s.now()}
 	if u.Name != nil {
 		name, err := ValidateName(*u.Name)
 		if err != nil {
 			return models.User{}, err
 		}
-		changes["name"] = name
+		c.Name = &name
 	}
-	if u.SetImage {
-		if u.Image == nil {
-			changes["image"] = nil
-		} else {
-			img, err := validateImage(*u.Image)
-			if err != nil {
-				return models.User{}, err
-			}
-			changes["image"] = img
+	if u.SetImage && u.Image != nil {
+		img, err := validateImage(*u.Image)
+		if err != nil {
+			return models.User{}, err
 		}
+		c.Image = &img
 	}
-	db := s.db.WithContext(ctx)
-	if len(changes) > 0 {
-		changes["updated_at"] = s.now()
-		res := db.Model(&models.User{}).Where("id = ?", userID).Updates(changes)
-		if res.Error != nil {
-			return models.User{}, fmt.Errorf("auth: updating a user: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return models.User{}, ErrUserNotFound
-		}
-	}
-	var user models.User
-	err := db.Where("id = ?", userID).Take(&user).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	user, err := s.store.UpdateUser(ctx, userID, c)
+	if errors.Is(err, models.ErrNotFound) {
 		return models.User{}, ErrUserNotFound
 	}
-	if err != nil {
-		return models.User{}, fmt.Errorf("auth: reading a user: %w", err)
-	}
-	user.CreatedAt, user.UpdatedAt = user.CreatedAt.UTC(), user.UpdatedAt.UTC()
-	return user, nil
+	return user, err
 }

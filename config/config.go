@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -101,196 +100,37 @@ type LookupFunc func(name string) (string, bool)
 
 var cookiePrefixPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,40}$`)
 
-// Load builds the configuration from the environment. Every invalid variable is reported, each
-// error naming its variable. Load may create DataDir and, when AUTH_SECRET is unset and AUTH_URL
-// is plain http (local use), a random secret kept in DataDir.
+// Load builds the configuration from the environment, option by option (options.go). Every
+// invalid variable is reported, each error naming its variable. Load may create DataDir and, when
+// AUTH_SECRET is unset and AUTH_URL is plain http (local use), a random secret kept in DataDir.
 func Load(lookup LookupFunc) (Config, error) {
-	get := func(name string) string {
-		v, _ := lookup(name)
-		return strings.TrimSpace(v)
+	var cfg Config
+	for _, o := range options {
+		if o.set != nil && o.def != "" {
+			if err := o.set(&cfg, o.def); err != nil {
+				return Config{}, fmt.Errorf("config: the default of %s: %w", o.name, err)
+			}
+		}
 	}
 	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
-	}
-	cfg := Config{
-		Port:                   3000,
-		DataDir:                "data",
-		CookiePrefix:           "auth",
-		SiteName:               "codeauth",
-		MaxFailedVerifications: 25,
-		EmailChangeLinks:       true,
-		DeletionGrace:          30 * 24 * time.Hour,
-		RateLimitStore:         "memory",
-		SessionMaxAge:          DefaultSessionMaxAge,
-		LogLevel:               slog.LevelInfo,
-		LogFormat:              "text",
-	}
-
-	if v := get("PORT"); v != "" {
-		p, err := strconv.Atoi(v)
-		if err != nil || p < 1 || p > 65535 {
-			bad("PORT", "%q is not a port number (1-65535)", v)
-		} else {
-			cfg.Port = p
-		}
-	}
-
-	cfg.BaseURL = fmt.Sprintf("http://localhost:%d", cfg.Port)
-	if v := get("AUTH_URL"); v != "" {
-		origin, err := parseBaseURL(v)
-		if err != nil {
-			bad("AUTH_URL", "%v", err)
-		} else {
-			cfg.BaseURL = origin
-		}
-	}
-	cfg.Secure = strings.HasPrefix(cfg.BaseURL, "https://")
-
-	if v := get("DATA_DIR"); v != "" {
-		cfg.DataDir = v
-	}
-
-	for _, item := range splitList(get("AUTH_TRUSTED_ORIGINS")) {
-		origin, err := parseTrustedOrigin(item)
-		if err != nil {
-			bad("AUTH_TRUSTED_ORIGINS", "%q: %v", item, err)
+	for _, o := range options {
+		if o.set == nil {
 			continue
 		}
-		cfg.TrustedOrigins = append(cfg.TrustedOrigins, origin)
-	}
-
-	proxies := splitList(get("AUTH_TRUSTED_PROXIES"))
-	for _, item := range proxies {
-		if strings.EqualFold(item, NoProxy) {
-			if len(proxies) > 1 {
-				bad("AUTH_TRUSTED_PROXIES", "%q stands alone: it says no proxy is in front, so it cannot come with proxies", item)
+		v, ok := lookup(o.name)
+		if !o.raw {
+			v = strings.TrimSpace(v)
+			ok = v != ""
+		}
+		if !ok {
+			if o.def != "" {
+				continue // set above
 			}
-			cfg.NoProxy = true
-			continue
+			v = ""
 		}
-		prefix, err := parseProxy(item)
-		if err != nil {
-			bad("AUTH_TRUSTED_PROXIES", "%q is not an IP address or CIDR network (or %q for none)", item, NoProxy)
-			continue
+		if err := o.set(&cfg, v); err != nil {
+			errs = append(errs, named(o.name, err)...)
 		}
-		cfg.TrustedProxies = append(cfg.TrustedProxies, prefix)
-	}
-
-	cfg.EmailProviderAPIKey = get("EMAIL_PROVIDER_API_KEY")
-	cfg.EmailFrom = get("EMAIL_FROM")
-	if cfg.EmailProviderAPIKey != "" && cfg.EmailFrom == "" {
-		bad("EMAIL_FROM", "required with EMAIL_PROVIDER_API_KEY, e.g. \"Acme <auth@acme.example>\"")
-	}
-	if strings.ContainsAny(cfg.EmailFrom, "\r\n") {
-		bad("EMAIL_FROM", "must be one line")
-	}
-	if v := get("EMAIL_PROVIDER_URL"); v != "" {
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad("EMAIL_PROVIDER_URL", "%q is not an http(s) URL", v)
-		} else {
-			cfg.EmailProviderURL = v
-		}
-	}
-	switch v := strings.ToLower(get("AUTH_EMAIL_CHANGE_LINK")); v {
-	case "", "true", "1", "yes", "on":
-	case "false", "0", "no", "off":
-		cfg.EmailChangeLinks = false
-	default:
-		bad("AUTH_EMAIL_CHANGE_LINK", "%q must be true or false", v)
-	}
-	if v := get("AUTH_DELETION_GRACE"); v != "" {
-		d, err := parseDuration(v)
-		if err != nil || d < time.Hour {
-			bad("AUTH_DELETION_GRACE", "%q must be a number of seconds or a Go duration of at least an hour", v)
-		} else {
-			cfg.DeletionGrace = d
-		}
-	}
-
-	if v := get("DATABASE_URL"); v != "" {
-		u, err := url.Parse(v)
-		switch {
-		case err != nil:
-			bad("DATABASE_URL", "not a URL")
-		case u.Scheme != "postgres" && u.Scheme != "postgresql":
-			bad("DATABASE_URL", "unsupported scheme %q: use a postgres:// URL, or leave it unset for the embedded SQLite database", u.Scheme)
-		default:
-			cfg.DatabaseURL = v
-		}
-	}
-
-	if v, ok := lookup("AUTH_COOKIE_PREFIX"); ok {
-		if !cookiePrefixPattern.MatchString(v) {
-			bad("AUTH_COOKIE_PREFIX", "%q must be 1-40 letters, digits, '.', '_' or '-'", v)
-		} else {
-			cfg.CookiePrefix = v
-		}
-	}
-
-	if v := get("AUTH_SESSION_MAX_AGE"); v != "" {
-		d, err := parseDuration(v)
-		if err != nil || d < time.Minute {
-			bad("AUTH_SESSION_MAX_AGE", "%q must be a number of seconds or a Go duration of at least one minute", v)
-		} else {
-			cfg.SessionMaxAge = d
-		}
-	}
-
-	if v := get("AUTH_MAX_FAILED_VERIFICATIONS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			bad("AUTH_MAX_FAILED_VERIFICATIONS", "%q must be a whole number from 1 to 100 (NIST SP 800-63B allows at most 100)", v)
-		} else {
-			cfg.MaxFailedVerifications = n
-		}
-	}
-
-	switch v := strings.ToLower(get("RATE_LIMIT_STORE")); v {
-	case "", "memory":
-	case "postgres":
-		if cfg.DatabaseURL == "" {
-			bad("RATE_LIMIT_STORE", "postgres needs DATABASE_URL to be a postgres:// URL")
-		}
-		cfg.RateLimitStore = "postgres"
-	default:
-		bad("RATE_LIMIT_STORE", "%q must be memory or postgres", v)
-	}
-
-	if v := get("SITE_NAME"); v != "" {
-		if len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			bad("SITE_NAME", "must be at most 100 characters without control characters")
-		} else {
-			cfg.SiteName = v
-		}
-	}
-
-	if v := get("DEBUG_PPROF_ADDR"); v != "" {
-		host, _, err := net.SplitHostPort(v)
-		if ip, perr := netip.ParseAddr(host); err != nil || (host != "localhost" && (perr != nil || !ip.IsLoopback())) {
-			bad("DEBUG_PPROF_ADDR", "%q must be a loopback host:port such as 127.0.0.1:6060", v)
-		} else {
-			cfg.PprofAddr = v
-		}
-	}
-
-	switch v := strings.ToLower(get("LOG_LEVEL")); v {
-	case "", "info":
-	case "debug":
-		cfg.LogLevel = slog.LevelDebug
-	case "warn", "warning":
-		cfg.LogLevel = slog.LevelWarn
-	case "error":
-		cfg.LogLevel = slog.LevelError
-	default:
-		bad("LOG_LEVEL", "%q must be debug, info, warn or error", v)
-	}
-	switch v := strings.ToLower(get("LOG_FORMAT")); v {
-	case "", "text":
-	case "json":
-		cfg.LogFormat = "json"
-	default:
-		bad("LOG_FORMAT", "%q must be text or json", v)
 	}
 
 	// The secret comes last: generating one writes to DataDir, which must not happen for a
@@ -318,6 +158,20 @@ func Load(lookup LookupFunc) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
 	}
 	return cfg, nil
+}
+
+// named prefixes each of err's problems (one, or each of an errors.Join) with the variable's
+// name, so every line of the report says which variable it is about.
+func named(name string, err error) []error {
+	problems := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		problems = joined.Unwrap()
+	}
+	out := make([]error, len(problems))
+	for i, p := range problems {
+		out[i] = fmt.Errorf("%s: %w", name, p)
+	}
+	return out
 }
 
 // splitList splits a comma-separated value, dropping spaces and empty items.

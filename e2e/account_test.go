@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 
@@ -24,7 +24,7 @@ func (tab *Tab) signedIn(email string) {
 
 // The account page shows the address, changes the name, grants the opt-in, and signs out.
 func TestBrowser_AccountPage(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.open("/")
 	tab.screenshot("home")
@@ -62,7 +62,7 @@ func TestBrowser_AccountPage(t *testing.T) {
 // The checkout page shows the guest purchase, with the address prefilled; verifying it links the
 // purchase to the new account. An existing account claims it the same way.
 func TestBrowser_CheckoutClaim(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	purchase := func(email string) models.Purchase {
 		p := models.Purchase{ID: uuid.NewString(), Email: email, Product: "Pro plan", PurchasedAt: env.Clock.Now(), CreatedAt: env.Clock.Now()}
 		if err := env.DB.Create(&p).Error; err != nil {
@@ -121,7 +121,7 @@ func TestBrowser_CheckoutClaim(t *testing.T) {
 // The web e-mail change end to end: the account page sends a link to the new address, the link's
 // page shows the change, and its button makes it.
 func TestBrowser_EmailChangeByLink(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.signedIn("ivan@example.com")
 	tab.open("/account")
@@ -146,7 +146,7 @@ func TestBrowser_EmailChangeByLink(t *testing.T) {
 // Deleting from the account page signs out and lands on the grace-period page; signing in again
 // brings the account back.
 func TestBrowser_DeleteAndRestore(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.signedIn("judy@example.com")
 	tab.open("/account")
@@ -170,7 +170,7 @@ func TestBrowser_DeleteAndRestore(t *testing.T) {
 // before the address can change or the account be deleted; the sign-in page then has the address
 // filled in, and the new code brings the forms back.
 func TestBrowser_SignInAgainForSensitiveChanges(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.signedIn("heidi@example.com")
 	env.Clock.Advance(auth.FreshAge + time.Second)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
@@ -80,13 +80,13 @@ func startBrowser(t *testing.T) context.Context {
 type Tab struct {
 	ctx      context.Context
 	t        *testing.T
-	env      *apptest.Env
+	env      *testkit.Env
 	mu       sync.Mutex
 	problems []string
 }
 
 // newTab opens a tab for env's server.
-func newTab(t *testing.T, env *apptest.Env) *Tab {
+func newTab(t *testing.T, env *testkit.Env) *Tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(startBrowser(t), chromedp.WithNewBrowserContext())
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)

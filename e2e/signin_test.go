@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 
 	"github.com/chromedp/chromedp"
@@ -25,7 +25,7 @@ func (tab *Tab) requestCode(email string) string {
 // A pasted code with stray spaces is cleaned and verifies by itself; the session is set and the
 // page moves on.
 func TestBrowser_SignInWithPastedCode(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.open("/auth/sign-in")
 	tab.screenshot("sign-in")
@@ -52,7 +52,7 @@ func TestBrowser_SignInWithPastedCode(t *testing.T) {
 // A wrong code keeps the code step, says so in the alert region, empties the input and keeps the
 // focus on it; no session is made. Typing digits on the keyboard verifies by itself too.
 func TestBrowser_WrongCodeStaysOnTheCodeStep(t *testing.T) {
-	env := apptest.New(t, apptest.Postgres)
+	env := testkit.New(t, testkit.Postgres)
 	tab := newTab(t, env)
 	tab.open("/auth/sign-in")
 	code := tab.requestCode("bob@example.com")
@@ -86,7 +86,7 @@ func TestBrowser_WrongCodeStaysOnTheCodeStep(t *testing.T) {
 
 // The resend button shows its cooldown and is disabled while it runs.
 func TestBrowser_ResendCooldown(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.open("/auth/sign-in")
 	tab.requestCode("carol@example.com")
@@ -100,7 +100,7 @@ func TestBrowser_ResendCooldown(t *testing.T) {
 // Sign-up with the opt-in ticked grants marketing consent once the session exists; unticked
 // sends nothing. Both go through the one verify endpoint.
 func TestBrowser_SignUpWithAndWithoutOptIn(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	for _, optIn := range []bool{true, false} {
 		tab := newTab(t, env)
 		tab.open("/auth/sign-up")
@@ -135,7 +135,7 @@ func TestBrowser_SignUpWithAndWithoutOptIn(t *testing.T) {
 
 // A private page sends an anonymous visitor to sign in, and back to the page afterwards.
 func TestBrowser_PrivatePageRedirectsToSignInAndBack(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.open("/account?tab=profile")
 	tab.waitPath("/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile")
@@ -149,7 +149,7 @@ func TestBrowser_PrivatePageRedirectsToSignInAndBack(t *testing.T) {
 
 // With JavaScript off every step is a whole page: the sign-in works, and a wrong code says so.
 func TestBrowser_JavaScriptOff(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.javascriptOff()
 	tab.open("/auth/sign-in?redirect=/account")
@@ -189,7 +189,7 @@ func TestBrowser_JavaScriptOff(t *testing.T) {
 // The keyboard alone is enough: the address field has the focus, Enter sends the code, the code
 // field then has the focus, and typing the digits signs in.
 func TestBrowser_KeyboardOnly(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.open("/auth/sign-in")
 	tab.waitFor(`document.activeElement && document.activeElement.id === 'email'`)

@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 )
 
 // Catalogue R1 (ASVS 16.5.1): with the database unavailable the pages say so in words, with
 // nothing of the cause: the code step's request answers in the page's alert region, and a page
 // that needs the database is a page of its own. Both ask to try again in a moment.
 func TestBrowser_DatabaseUnavailable(t *testing.T) {
-	env := apptest.New(t, apptest.SQLite)
+	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
 	tab.open("/auth/sign-in")
 	// Writes are refused from here on (the one connection of the embedded database goes

@@ -1,6 +1,7 @@
-// Package handlers adapts HTTP to the auth domain: the better-auth-compatible JSON API under
-// /api/auth, the service's own /api routes, the HTML pages and the health probes. Handlers parse and validate
-// requests, call auth, and shape answers; the rules live in auth.
+// Package handlers assembles the HTTP application over the auth domain: the JSON API
+// (handlers/betterauth), the HTML pages (handlers/pages), the health probes and the static
+// assets, the middleware around them, and the one error handler that answers what they return.
+// Each audience is its own package; what they share is here or in middleware.
 package handlers
 
 import (
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/handlers/betterauth"
+	"codeauth/handlers/betterauth/credential"
+	"codeauth/handlers/pages"
 	"codeauth/middleware"
 	"codeauth/static"
-	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/compress"
@@ -23,14 +26,11 @@ import (
 // BodyLimit is the largest request body accepted; larger ones get 413.
 const BodyLimit = 16 * 1024
 
-// errFraming refuses a request whose body length two HTTP servers could read differently
-// (middleware.Framing).
-var errFraming = newAPIError(fiber.StatusBadRequest, "BAD_REQUEST",
-	"Ambiguous request framing: send one Content-Length, or Transfer-Encoding: chunked alone, and no folded header lines")
-
 // Deps are what the HTTP layer needs.
 type Deps struct {
 	Auth *auth.Service
+	// Secret is AUTH_SECRET, which signs the session tokens (credential.Signer). Required.
+	Secret []byte
 	// BaseURL is the service's public origin (AUTH_URL); it is always trusted.
 	BaseURL string
 	// TrustedOrigins and TrustedProxies come from AUTH_TRUSTED_ORIGINS and AUTH_TRUSTED_PROXIES.
@@ -54,8 +54,11 @@ type Deps struct {
 }
 
 // NewApp builds the Fiber application with every route and middleware. Tests drive the same
-// application the binary serves.
+// application the binary serves. It panics without Deps.Secret: no session could be signed.
 func NewApp(d Deps) *fiber.App {
+	if len(d.Secret) == 0 {
+		panic("handlers: Deps.Secret (AUTH_SECRET) is required to sign session tokens")
+	}
 	log := d.Logger
 	if log == nil {
 		log = slog.Default()
@@ -86,7 +89,7 @@ func NewApp(d Deps) *fiber.App {
 	})
 	middleware.HookServer(app)
 
-	sessions := middleware.NewSessions(d.Auth, d.CookiePrefix, d.Secure)
+	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
 	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
 	origins := middleware.NewOrigins(d.BaseURL, d.TrustedOrigins)
 	store := d.RateStore
@@ -94,10 +97,9 @@ func NewApp(d Deps) *fiber.App {
 		store = middleware.NewMemoryRateStore(middleware.DefaultMaxRateKeys)
 	}
 	limiter := middleware.NewRateLimiter(store, d.Now)
-	api := &authAPI{auth: d.Auth, sessions: sessions, body: bodyReader{origins: origins}}
-	own := &ownAPI{auth: d.Auth, origins: origins}
+	api := betterauth.New(betterauth.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins})
+	site := pages.New(pages.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, SiteName: siteName, Logger: log})
 	health := &healthAPI{ready: d.Ready, log: log}
-	pages := &pagesHandler{auth: d.Auth, sessions: sessions, origins: origins, siteName: siteName, log: log}
 	guard := middleware.NewPageGuard(sessions)
 
 	app.Use(middleware.RequestContext(log, errorHandler))
@@ -106,12 +108,12 @@ func NewApp(d Deps) *fiber.App {
 	app.Use(middleware.SecurityHeaders(d.Secure))
 	// Early, but after the access log and the headers, so a refusal is logged and looks like
 	// every other answer.
-	app.Use(middleware.Framing(errFraming))
+	app.Use(middleware.Framing(betterauth.ErrFraming))
 	app.Use(func(c *fiber.Ctx) error {
 		// Compressed request bodies are refused: decompressing them would let a few hundred
 		// bytes on the wire expand far past BodyLimit. No client of this API compresses.
 		if ce := c.Get(fiber.HeaderContentEncoding); ce != "" && !strings.EqualFold(ce, "identity") {
-			return errContentEncoding
+			return betterauth.ErrContentEncoding
 		}
 		return c.Next()
 	})
@@ -122,31 +124,10 @@ func NewApp(d Deps) *fiber.App {
 	app.Get("/readyz", health.readyz)
 	app.Get("/static/:name", serveStatic)
 
-	apiGroup := app.Group("/api", func(c *fiber.Ctx) error {
-		// Answers here are about one person; no cache may keep them.
-		c.Set(fiber.HeaderCacheControl, "no-store")
-		return c.Next()
-	}, limiter.Limit(middleware.RuleDefault))
-	authGroup := apiGroup.Group("/auth")
-	authGroup.Post("/email-otp/send-verification-otp", limiter.Limit(middleware.RuleSendCode), api.sendVerificationOTP)
-	authGroup.Post("/sign-in/email-otp", limiter.Limit(middleware.RuleSignIn), api.signInEmailOTP)
-	authGroup.Get("/get-session", api.getSession)
-	authGroup.Post("/sign-out", api.signOut)
-	authGroup.Post("/update-user", sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized), api.updateUser)
-	authGroup.Get("/ok", api.ok)
-	fromDB := sessions.Require(middleware.Options{FromDatabase: true}, errUnauthorized)
-	authGroup.Post("/email-otp/request-email-change", limiter.Limit(middleware.RuleSendCode), fromDB, api.requestEmailChange)
-	authGroup.Post("/email-otp/change-email", limiter.Limit(middleware.RuleSignIn), fromDB, api.changeEmailWithCode)
-	authGroup.Post("/change-email", limiter.Limit(middleware.RuleSendCode), fromDB, api.changeEmail)
-	authGroup.Get("/verify-email", limiter.Limit(middleware.RuleSignIn), api.verifyEmail)
-
-	apiGroup.Get("/openapi.json", openAPIDocument)
-	apiGroup.Get("/me", sessions.Require(middleware.Options{}, errUnauthorized), own.me)
-	apiGroup.Post("/marketing-consent", fromDB, own.marketingConsent)
-	apiGroup.Post("/account/delete", fromDB, func(c *fiber.Ctx) error { return own.deleteAccount(c, sessions) })
+	api.Mount(app, limiter)
 
 	// Pages. HTML is compressed (the API's small JSON answers are not worth it); every page is
-	// private unless public by path or by being declared with the public layout below.
+	// private unless public by path or declared public where pages.Mount registers it.
 	app.Use(compress.New(compress.Config{
 		Level: compress.LevelBestSpeed,
 		Next: func(c *fiber.Ctx) bool {
@@ -155,32 +136,8 @@ func NewApp(d Deps) *fiber.App {
 		},
 	}))
 	app.Use(guard.Handler())
-	app.Use(requireForms)
-	// public declares a page public where its route is registered. The routes go through app.Get,
-	// which also answers HEAD like GET without the body, and app.Post.
-	public := func(path string) string {
-		guard.DeclarePublic(path)
-		return path
-	}
-	formLimit := limiter.Limit(middleware.RuleDefault)
-	app.Get(public("/"), pages.home)
-	app.Get(public("/auth/sign-in"), pages.signInPage(views.ModeSignIn))
-	app.Get(public("/auth/sign-up"), pages.signInPage(views.ModeSignUp))
-	app.Post(public("/auth/code"), formLimit, limiter.Limit(middleware.RuleSendCode), pages.sendCode)
-	app.Post(public("/auth/verify"), formLimit, limiter.Limit(middleware.RuleSignIn), pages.verify)
-	app.Post(public("/auth/sign-out"), formLimit, pages.signOut)
-	app.Get(public("/checkout/success"), pages.checkout)
-	app.Post(public("/checkout/claim"), formLimit, pages.claim)
-	app.Get(public("/auth/verify-email"), pages.verifyEmailPage)
-	app.Post(public("/auth/verify-email"), formLimit, limiter.Limit(middleware.RuleSignIn), pages.confirmEmailChange)
-	app.Get(public("/auth/restore-email"), pages.restoreEmailPage)
-	app.Post(public("/auth/restore-email"), formLimit, limiter.Limit(middleware.RuleSignIn), pages.restoreEmail)
-	app.Get(public("/auth/account-deleted"), pages.accountDeleted)
-	app.Get("/account", pages.account)
-	app.Post("/account/name", formLimit, pages.updateName)
-	app.Post("/account/consent", formLimit, pages.grantConsent)
-	app.Post("/account/email", formLimit, limiter.Limit(middleware.RuleSendCode), pages.requestEmailChange)
-	app.Post("/account/delete", formLimit, pages.deleteAccount)
+	app.Use(pages.RequireForms)
+	site.Mount(app, limiter, guard)
 
 	// Unmatched paths fall through to Fiber's own 404 (or 405 when another method matches),
 	// which ErrorHandler answers in JSON under /api and as a page elsewhere.

@@ -11,19 +11,18 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 )
 
 // Catalogue G71: deleting the account ends every session at once (bearer, and this instance's
 // cookie caches); the person is told when the data goes; signing in before then restores the
 // same account, preferences and all.
 func TestDeletion_GraceAndRestore(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		app := e.SignIn("alice@example.com")
 		browser := e.SignIn("alice@example.com")
 		e.Post("/api/marketing-consent", nil, bearer(app)...)
@@ -64,7 +63,7 @@ func TestDeletion_GraceAndRestore(t *testing.T) {
 // stay, unlinked. A sign-in code asked for just before, and still waiting to go out, is delivered,
 // and signing in with it makes a new account.
 func TestDeletion_Purge(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		gone := e.SignIn("gone@example.com")
 		kept := e.SignIn("kept@example.com")
 		e.Post("/api/marketing-consent", nil, bearer(gone)...)
@@ -146,10 +145,10 @@ func TestDeletion_Purge(t *testing.T) {
 
 // The account page deletes with a confirmation and lands on the grace-period page.
 func TestDeletion_FromTheAccountPage(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	s := e.SignIn("alice@example.com")
-	post := func(v url.Values) *apptest.Response {
-		return e.Do(apptest.Request{Method: "POST", Path: "/account/delete", Body: v.Encode(), ContentType: "application/x-www-form-urlencoded",
+	post := func(v url.Values) *testkit.Response {
+		return e.Do(testkit.Request{Method: "POST", Path: "/account/delete", Body: v.Encode(), ContentType: "application/x-www-form-urlencoded",
 			Cookies: s.Cookies(), Header: http.Header{"Origin": {e.URL}}})
 	}
 	if r := post(url.Values{}); r.Status != 422 || !strings.Contains(string(r.Body), "Tick the box") {
@@ -172,19 +171,19 @@ func TestDeletion_FromTheAccountPage(t *testing.T) {
 // Provider delivery through a 10-minute outage: answers never wait, nothing is lost, nothing is
 // sent twice, and codes that expired meanwhile are dropped (catalogue R4).
 func TestDelivery_ProviderOutage(t *testing.T) {
-	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, dialect := range []string{testkit.SQLite, testkit.Postgres} {
 		t.Run(dialect, func(t *testing.T) { providerOutage(t, dialect) })
 	}
 }
 
 func providerOutage(t *testing.T, dialect string) {
 	{
-		provider := apptest.NewFakeProvider(t)
+		provider := testkit.NewFakeProvider(t)
 		resend, err := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := apptest.New(t, dialect, apptest.WithProvider(resend))
+		e := testkit.New(t, dialect, testkit.WithProvider(resend))
 		svc := e
 		// Flush waits for deliveries in flight, so the clock never jumps past a worker's lease
 		// while it is sending.
@@ -232,9 +231,9 @@ func providerOutage(t *testing.T, dialect string) {
 // A message whose delivery answer was lost is retried with the same idempotency key, so the
 // provider sends it once.
 func TestDelivery_LostAnswerIsNotSentTwice(t *testing.T) {
-	provider := apptest.NewFakeProvider(t)
+	provider := testkit.NewFakeProvider(t)
 	resend, _ := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
-	e := apptest.New(t, apptest.SQLite, apptest.WithProvider(&lossy{Mailer: resend, lost: map[string]bool{}}))
+	e := testkit.New(t, testkit.SQLite, testkit.WithProvider(&lossy{Mailer: resend, lost: map[string]bool{}}))
 	svc := e
 	svc.Post(sendPath, map[string]any{"email": "alice@example.com", "type": "sign-in"})
 	for i := 0; i < 3; i++ {
@@ -250,15 +249,16 @@ func TestDelivery_LostAnswerIsNotSentTwice(t *testing.T) {
 // MaxAttempts, each failure logged as an error, and go out once the key works again. They are
 // given up only after a restore link's lifetime (auth.RestoreLinkLifetime).
 func TestDelivery_RevokedKeyIsRetried(t *testing.T) {
-	provider := apptest.NewFakeProvider(t)
+	provider := testkit.NewFakeProvider(t)
 	resend, _ := mail.NewResend(mail.ProviderConfig{APIKey: provider.APIKey, From: "Test <auth@test.example>", BaseURL: provider.URL})
-	e := apptest.New(t, apptest.SQLite, apptest.WithProvider(resend))
+	e := testkit.New(t, testkit.SQLite, testkit.WithProvider(resend))
 	enqueue := func(to string) {
 		t.Helper()
-		err := e.DB.Transaction(func(tx *gorm.DB) error {
-			return e.Auth.Outbox().Enqueue(tx, mail.Draft{Kind: mail.KindWelcome, To: to}, mail.EnqueueOptions{})
-		})
+		row, err := e.Auth.Outbox().Prepare(mail.Draft{Kind: mail.KindWelcome, To: to}, mail.EnqueueOptions{})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.DB.Create(&row).Error; err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -322,7 +322,7 @@ func (l *lossy) Send(ctx context.Context, m mail.Message) error {
 // retrying: it is given up at once, with the reason recorded and an error logged for someone to
 // look at, and the messages beside it still go out.
 func TestDelivery_UnreadableMessageIsGivenUpLoudly(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		now := e.Clock.Now().UTC()
 		bad := models.OutboxMessage{ID: "6f1c2b9e-3d4a-4c5b-8e7f-0a1b2c3d4e5f", Kind: string(mail.KindWelcome), Recipient: "bad@example.com",
 			Payload: make([]byte, 64), Status: "pending", NextAttemptAt: now, CreatedAt: now}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
@@ -18,8 +18,8 @@ import (
 // server is back every session that was handed out with a 200 works, and each signed-in address
 // has one account.
 func TestDrill_DatabaseRestartAndKillUnderLoad(t *testing.T) {
-	cluster := apptest.NewCluster(t)
-	e := apptest.New(t, apptest.Postgres, apptest.WithDatabaseURL(func(string) string { return cluster.URL() }))
+	cluster := testkit.NewCluster(t)
+	e := testkit.New(t, testkit.Postgres, testkit.WithDatabaseURL(func(string) string { return cluster.URL() }))
 
 	var (
 		mu       sync.Mutex
@@ -29,7 +29,7 @@ func TestDrill_DatabaseRestartAndKillUnderLoad(t *testing.T) {
 		n        atomic.Int64
 		stop     atomic.Bool
 	)
-	record := func(what string, r *apptest.Response) bool {
+	record := func(what string, r *testkit.Response) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		statuses[r.Status]++

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 )
@@ -15,7 +15,7 @@ import (
 // account onto it, and so be the account its owner lands in at their first sign-in
 // (pre-hijacking). Once the lock passes, the owner's first sign-in makes an account of their own.
 func TestEmailChange_LockedAddressGetsNoChangeCode(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const victim = "victim@example.com"
 		e.SendCode(victim)
 		failCode(t, e, victim, 0) // the cap is 1: the address is locked now
@@ -47,7 +47,7 @@ func TestEmailChange_LockedAddressGetsNoChangeCode(t *testing.T) {
 		if u := userOf(t, e, attacker.UserID); u.Email != "attacker@example.com" {
 			t.Fatalf("the attacker's account moved to %s", u.Email)
 		}
-	}, apptest.WithMaxFailedVerifications(1))
+	}, testkit.WithMaxFailedVerifications(1))
 }
 
 // Catalogue #20, #91: wrong change codes count against the new address's cap of failed
@@ -55,7 +55,7 @@ func TestEmailChange_LockedAddressGetsNoChangeCode(t *testing.T) {
 // locked for sign-in and change alike; a successful change proves the address and starts its
 // count again, as a sign-in does.
 func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const cap = 3
 		attacker := e.SignIn("attacker@example.com")
 		const victim = "victim@example.com"
@@ -95,7 +95,7 @@ func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
 		for i := 0; i < cap; i++ {
 			failCode(t, e, next, i)
 		}
-	}, apptest.WithMaxFailedVerifications(3))
+	}, testkit.WithMaxFailedVerifications(3))
 }
 
 // Catalogue #20, #21: a guess naming an address is counted against that address only when it
@@ -103,7 +103,7 @@ func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
 // another address's name to lock that address out without ever sending it anything; nor are the
 // code's own attempts spent by it.
 func TestEmailChange_GuessesNamingAnotherAddressCountForNothing(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		attacker := e.SignIn("attacker@example.com")
 		e.Post(requestChangePath, map[string]any{"newEmail": "mine@example.com"}, bearer(attacker)...)
 		code := e.Mailer.Last(mail.KindChangeEmailCode, "mine@example.com").Code
@@ -120,7 +120,7 @@ func TestEmailChange_GuessesNamingAnotherAddressCountForNothing(t *testing.T) {
 		if r := e.Post(changeWithCode, map[string]any{"newEmail": "mine@example.com", "otp": code}, bearer(attacker)...); r.Status != 200 {
 			t.Fatalf("the attacker's own code after the guesses: %d %s", r.Status, r.Body)
 		}
-	}, apptest.WithMaxFailedVerifications(3))
+	}, testkit.WithMaxFailedVerifications(3))
 }
 
 // Catalogue #88, #106: a change to an address another account holds does what a change to a free
@@ -128,7 +128,7 @@ func TestEmailChange_GuessesNamingAnotherAddressCountForNothing(t *testing.T) {
 // code, as a code for a free address would) and the e-mail is written and withheld. Nothing reaches
 // the other account's owner, and the final step fails like a wrong code.
 func TestEmailChange_TakenAddressDoesTheSameWork(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		app := e.SignIn("alice@example.com")
 		e.SignIn("bob@example.com")
 		e.Post(requestChangePath, map[string]any{"newEmail": "carol@example.com"}, bearer(app)...)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 )
@@ -20,9 +20,9 @@ const (
 )
 
 // bearer is the header pair of a signed-in app.
-func bearer(s apptest.Session) []string { return []string{"Authorization", "Bearer " + s.Bearer} }
+func bearer(s testkit.Session) []string { return []string{"Authorization", "Bearer " + s.Bearer} }
 
-func userOf(t *testing.T, e *apptest.Env, id string) models.User {
+func userOf(t *testing.T, e *testkit.Env, id string) models.User {
 	t.Helper()
 	var u models.User
 	if err := e.DB.Unscoped().Where("id = ?", id).Take(&u).Error; err != nil {
@@ -34,7 +34,7 @@ func userOf(t *testing.T, e *apptest.Env, id string) models.User {
 // The app flow: a code to the new address changes it; the session stays (and is sent again),
 // every other session ends, and the old address gets a notice with a restore link.
 func TestEmailChange_ByCode(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		app := e.SignIn("alice@example.com")
 		other := e.SignIn("alice@example.com") // another device
 		r := e.Post(requestChangePath, map[string]any{"newEmail": " Alice.New@Example.com "}, bearer(app)...)
@@ -73,7 +73,7 @@ func TestEmailChange_ByCode(t *testing.T) {
 // Every refusal of the app flow, and an address taken by another account: the same success
 // answer and nothing sent, then a final step that fails like a wrong code (catalogue J88).
 func TestEmailChange_ByCodeRefusals(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		e.Post(requestChangePath, map[string]any{"newEmail": "x@example.com"}).ExpectError(t, 401, "UNAUTHORIZED")
 		app := e.SignIn("alice@example.com")
 		e.SignIn("bob@example.com")
@@ -107,7 +107,7 @@ func TestEmailChange_ByCodeRefusals(t *testing.T) {
 			t.Fatalf("a refused change changed the address to %s", u.Email)
 		}
 		// A cookie session needs a trusted origin, as every state change does.
-		e.Do(apptest.Request{Method: "POST", Path: requestChangePath, JSON: map[string]any{"newEmail": "f@example.com"}, Cookies: app.Cookies()}).
+		e.Do(testkit.Request{Method: "POST", Path: requestChangePath, JSON: map[string]any{"newEmail": "f@example.com"}, Cookies: app.Cookies()}).
 			ExpectError(t, 403, "MISSING_OR_NULL_ORIGIN")
 	})
 }
@@ -125,11 +125,11 @@ func linkToken(t *testing.T, link string) (token, callback string) {
 // The web flow: a link to the new address opens a page that changes nothing until its button
 // is pressed; then the change is made, other sessions end and the old address is told.
 func TestEmailChange_ByLink(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		browser := e.SignIn("alice@example.com")
 		phone := e.SignIn("alice@example.com")
 		origin := http.Header{"Origin": {e.URL}}
-		r := e.Do(apptest.Request{Method: "POST", Path: changeByLinkPath, JSON: map[string]any{"newEmail": "alice.new@example.com", "callbackURL": "/account?changed=1"},
+		r := e.Do(testkit.Request{Method: "POST", Path: changeByLinkPath, JSON: map[string]any{"newEmail": "alice.new@example.com", "callbackURL": "/account?changed=1"},
 			Cookies: browser.Cookies(), Header: origin})
 		if r.Status != 200 || string(r.Body) != `{"status":true}` {
 			t.Fatalf("change-email: %d %s", r.Status, r.Body)
@@ -140,7 +140,7 @@ func TestEmailChange_ByLink(t *testing.T) {
 			t.Fatalf("link %q", link)
 		}
 		// Catalogue J90, A5 3.5.3: opening the page changes nothing, and leaks no referrer.
-		page := e.Do(apptest.Request{Path: "/auth/verify-email?token=" + url.QueryEscape(token), Cookies: browser.Cookies()})
+		page := e.Do(testkit.Request{Path: "/auth/verify-email?token=" + url.QueryEscape(token), Cookies: browser.Cookies()})
 		if page.Status != 200 || !strings.Contains(string(page.Body), "alice.new@example.com") || page.Header.Get("Referrer-Policy") != "no-referrer" {
 			t.Fatalf("landing page: %d", page.Status)
 		}
@@ -148,7 +148,7 @@ func TestEmailChange_ByLink(t *testing.T) {
 			t.Fatal("opening the link changed the address")
 		}
 		form := url.Values{"token": {token}, "callbackURL": {callback}}
-		r = e.Do(apptest.Request{Method: "POST", Path: "/auth/verify-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded",
+		r = e.Do(testkit.Request{Method: "POST", Path: "/auth/verify-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded",
 			Cookies: browser.Cookies(), Header: origin})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/account?changed=1" {
 			t.Fatalf("confirm: %d to %q", r.Status, r.Header.Get("Location"))
@@ -159,7 +159,7 @@ func TestEmailChange_ByLink(t *testing.T) {
 		expectSession(t, getSession(e, nil, bearer(browser)...), browser.UserID)
 		expectNoSession(t, getSession(e, nil, bearer(phone)...))
 		// Catalogue J89: replay is refused.
-		r = e.Do(apptest.Request{Method: "POST", Path: "/auth/verify-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded", Header: origin})
+		r = e.Do(testkit.Request{Method: "POST", Path: "/auth/verify-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded", Header: origin})
 		if r.Status != 400 || !strings.Contains(string(r.Body), "not valid any more") {
 			t.Fatalf("replay: %d", r.Status)
 		}
@@ -172,10 +172,10 @@ func TestEmailChange_ByLink(t *testing.T) {
 // Catalogue J89: link tokens expire after 15 minutes, cannot be tampered with, and are refused in
 // another account's session; a taken address gets the same answer and no link.
 func TestEmailChange_ByLinkRefusals(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		alice := e.SignIn("alice@example.com")
 		mallory := e.SignIn("mallory@example.com")
-		request := func(s apptest.Session, newEmail string) *apptest.Response {
+		request := func(s testkit.Session, newEmail string) *testkit.Response {
 			return e.Post(changeByLinkPath, map[string]any{"newEmail": newEmail}, bearer(s)...)
 		}
 		request(alice, "alice2@example.com")
@@ -226,7 +226,7 @@ func TestEmailChange_ByLinkRefusals(t *testing.T) {
 // With the link flow switched off, /change-email says so (the seed's "verification-email
 // callback not configured").
 func TestEmailChange_LinksDisabled(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithoutEmailChangeLinks())
+	e := testkit.New(t, testkit.SQLite, testkit.WithoutEmailChangeLinks())
 	s := e.SignIn("alice@example.com")
 	r := e.Post(changeByLinkPath, map[string]any{"newEmail": "new@example.com"}, bearer(s)...)
 	r.ExpectError(t, 400, "VERIFICATION_EMAIL_NOT_ENABLED")
@@ -242,7 +242,7 @@ func TestEmailChange_LinksDisabled(t *testing.T) {
 // Catalogue J86: the notice to the old address restores it within 7 days and signs out every
 // session, the changer's included; after 7 days the link is dead.
 func TestEmailChange_RestoreFromTheOldAddress(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		victim := e.SignIn("victim@example.com")
 		// Someone with the victim's session moves the account to their own address.
 		e.Post(requestChangePath, map[string]any{"newEmail": "thief@example.com"}, bearer(victim)...)
@@ -256,7 +256,7 @@ func TestEmailChange_RestoreFromTheOldAddress(t *testing.T) {
 			t.Fatalf("restore page: %d", page.Status)
 		}
 		form := url.Values{"token": {token}}
-		r := e.Do(apptest.Request{Method: "POST", Path: "/auth/restore-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
+		r := e.Do(testkit.Request{Method: "POST", Path: "/auth/restore-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
 		if r.Status != 200 || !strings.Contains(string(r.Body), "victim@example.com") {
 			t.Fatalf("restore: %d", r.Status)
 		}
@@ -267,7 +267,7 @@ func TestEmailChange_RestoreFromTheOldAddress(t *testing.T) {
 			t.Fatalf("%d sessions survived the restore", n)
 		}
 		// Used once.
-		r = e.Do(apptest.Request{Method: "POST", Path: "/auth/restore-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
+		r = e.Do(testkit.Request{Method: "POST", Path: "/auth/restore-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
 		if r.Status != 400 {
 			t.Fatalf("second restore: %d", r.Status)
 		}

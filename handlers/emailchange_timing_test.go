@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 
 	"github.com/aclements/go-moremath/stats"
@@ -28,7 +28,7 @@ func TestEmailChange_TakenAndFreeAddressesTakeTheSameTime(t *testing.T) {
 	}
 	for _, path := range []string{requestChangePath, changeByLinkPath} {
 		t.Run(path, func(t *testing.T) {
-			apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+			testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 				app := e.SignIn("timing@example.com")
 				for attempt := 1; ; attempt++ {
 					taken, free := changeTimings(t, e, app, path, fmt.Sprint(attempt), 200)
@@ -53,7 +53,7 @@ func TestEmailChange_TakenAndFreeAddressesTakeTheSameTime(t *testing.T) {
 // free ones, alternating which kind goes first in each pair, and returns the durations in
 // microseconds. Every address is used once, so no per-address limit is reached; the accounts that
 // hold the taken ones are written straight to the database, which spends none of their sends.
-func changeTimings(t *testing.T, e *apptest.Env, app apptest.Session, path, round string, n int) (taken, free []float64) {
+func changeTimings(t *testing.T, e *testkit.Env, app testkit.Session, path, round string, n int) (taken, free []float64) {
 	t.Helper()
 	now := e.Clock.Now()
 	for i := 0; i < n; i++ {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/middleware"
 	"codeauth/models"
 
@@ -17,13 +17,13 @@ import (
 )
 
 // postForm sends body as an HTML form would, to path with its query string.
-func postForm(e *apptest.Env, path string, body url.Values, cookies ...*http.Cookie) *apptest.Response {
-	return e.Do(apptest.Request{Method: "POST", Path: path, Body: body.Encode(), ContentType: "application/x-www-form-urlencoded",
+func postForm(e *testkit.Env, path string, body url.Values, cookies ...*http.Cookie) *testkit.Response {
+	return e.Do(testkit.Request{Method: "POST", Path: path, Body: body.Encode(), ContentType: "application/x-www-form-urlencoded",
 		Cookies: cookies, Header: http.Header{"Origin": {e.URL}}})
 }
 
 // expectNotSignedIn fails if r opened a session or set a cookie.
-func expectNotSignedIn(t *testing.T, e *apptest.Env, r *apptest.Response, what string) {
+func expectNotSignedIn(t *testing.T, e *testkit.Env, r *testkit.Response, what string) {
 	t.Helper()
 	if n := e.Count(&models.Session{}); n != 0 || len(r.Header.Values("Set-Cookie")) != 0 {
 		t.Fatalf("%s: %d sessions, Set-Cookie %v", what, n, r.Header.Values("Set-Cookie"))
@@ -34,7 +34,7 @@ func expectNotSignedIn(t *testing.T, e *apptest.Env, r *apptest.Response, what s
 // only. A code in the query string signs nobody in (it would travel in URLs, logs and Referer
 // headers), and a field sent in both places takes the body's value.
 func TestPages_FormFieldsComeFromTheBodyOnly(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		wrong := "000000"
 		if code == wrong {
@@ -79,7 +79,7 @@ func TestPages_FormFieldsComeFromTheBodyOnly(t *testing.T) {
 
 // dbSnapshot is every row of every table, in a stable order, to compare before and after a
 // request that must change nothing.
-func dbSnapshot(t *testing.T, e *apptest.Env) string {
+func dbSnapshot(t *testing.T, e *testkit.Env) string {
 	t.Helper()
 	tables, err := e.DB.Migrator().GetTables()
 	if err != nil {
@@ -108,7 +108,7 @@ func dbSnapshot(t *testing.T, e *apptest.Env) string {
 // preflight, multipart, JSON, none) is 415 before a handler runs, even from the service's own
 // origin with a fresh session, and changes nothing.
 func TestPages_EveryFormRouteRequiresAFormBody(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		e.SendCode("alice@example.com") // a live code, for the verify route to find
 		body := "email=alice@example.com&otp=123456&mode=sign-in&name=Mallory&confirm=yes&newEmail=new@example.com&token=x&purchase=" +
@@ -121,7 +121,7 @@ func TestPages_EveryFormRouteRequiresAFormBody(t *testing.T) {
 			}
 			seen[route.Path] = true
 			for _, ct := range []string{"text/plain", "text/plain;charset=UTF-8", "multipart/form-data; boundary=x", "application/json", ""} {
-				r := e.Do(apptest.Request{Method: "POST", Path: route.Path, Body: body, ContentType: ct, Cookies: s.Cookies(),
+				r := e.Do(testkit.Request{Method: "POST", Path: route.Path, Body: body, ContentType: ct, Cookies: s.Cookies(),
 					Header: http.Header{"Origin": {e.URL}, "Sec-Fetch-Site": {"same-origin"}}})
 				if r.Status != http.StatusUnsupportedMediaType {
 					t.Fatalf("POST %s as %q: %d, want 415", route.Path, ct, r.Status)

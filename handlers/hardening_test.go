@@ -12,20 +12,20 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
 // A compressed body is refused before anything decompresses it: a few hundred gzip bytes can
 // stand for gigabytes (catalogue N108).
 func TestInput_CompressedBodiesAreRefused(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	zw.Write([]byte(`{"email":"a@example.com","type":"sign-in","pad":"` + strings.Repeat("a", 1<<20) + `"}`))
 	zw.Close()
 	for _, ce := range []string{"gzip", "gzip, gzip", "deflate", "br"} {
-		r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: buf.String(),
+		r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: buf.String(),
 			Header: http.Header{"Content-Encoding": {ce}}})
 		r.ExpectError(t, 415, "UNSUPPORTED_MEDIA_TYPE")
 	}
@@ -35,7 +35,7 @@ func TestInput_CompressedBodiesAreRefused(t *testing.T) {
 // Client-supplied header text is cleaned before it is stored: PostgreSQL refuses NUL and invalid
 // UTF-8, and that must not turn a sign-in into a 500 (which would also have spent an attempt).
 func TestSignIn_HostileUserAgentIsStoredClean(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for i, ua := range []string{"Mozilla\xff\xfe", "abc\x00def", "tab\there\x7f", strings.Repeat("é", 600)} {
 			email := []string{"a@example.com", "b@example.com", "c@example.com", "d@example.com"}[i]
 			code := e.SendCode(email)
@@ -56,7 +56,7 @@ func TestSignIn_HostileUserAgentIsStoredClean(t *testing.T) {
 
 // An image URL is measured in its stored (encoded) form.
 func TestUpdateUser_LongEncodedImageIsAValidationError(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		r := e.Post(updateUserPath, map[string]any{"image": "https://a.example/" + strings.Repeat("é", 1000)}, "Authorization", "Bearer "+s.Bearer)
 		r.ExpectError(t, 400, "VALIDATION_ERROR")
@@ -65,14 +65,14 @@ func TestUpdateUser_LongEncodedImageIsAValidationError(t *testing.T) {
 
 // A session too big for a cookie is simply not cached; the database answers.
 func TestCookieCache_SkippedWhenTooLarge(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		img := "https://cdn.example.com/" + strings.Repeat("a", 2000)
 		if r := e.Post(updateUserPath, map[string]any{"image": img, "name": strings.Repeat("名", 100)}, "Authorization", "Bearer "+s.Bearer); r.Status != 200 {
 			t.Fatalf("update: %d %s", r.Status, r.Body)
 		}
 		code := e.SendCode("alice@example.com")
-		r := e.Do(apptest.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "alice@example.com", "otp": code},
+		r := e.Do(testkit.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "alice@example.com", "otp": code},
 			Header: http.Header{"User-Agent": {strings.Repeat("<\"", 256)}}})
 		if r.Status != 200 {
 			t.Fatalf("sign-in: %d %s", r.Status, r.Body)
@@ -92,7 +92,7 @@ func TestCookieCache_SkippedWhenTooLarge(t *testing.T) {
 
 // rawPost sends a JSON POST over a plain TCP connection, with header lines the Go client would
 // refuse to write, and returns the status.
-func rawPost(t *testing.T, e *apptest.Env, path, body string, headerLines ...string) int {
+func rawPost(t *testing.T, e *testkit.Env, path, body string, headerLines ...string) int {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 	if err != nil {
@@ -116,7 +116,7 @@ func rawPost(t *testing.T, e *apptest.Env, path, body string, headerLines ...str
 	return resp.StatusCode
 }
 
-func expectSessionOf(t *testing.T, r *apptest.Response, email string) {
+func expectSessionOf(t *testing.T, r *testkit.Response, email string) {
 	t.Helper()
 	var b sessionBody
 	r.Decode(t, &b)
@@ -128,7 +128,7 @@ func expectSessionOf(t *testing.T, r *apptest.Response, email string) {
 // The cookie's Max-Age is the contract's 5184000 whenever the cookie is sent again, not the time
 // left since the last refresh.
 func TestSession_MaxAgeOnReissue(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		e.Clock.Advance(12 * 3600e9)
 		r := e.Post(updateUserPath, map[string]any{"name": "Alice"}, "Authorization", "Bearer "+s.Bearer)
@@ -141,7 +141,7 @@ func TestSession_MaxAgeOnReissue(t *testing.T) {
 // Catalogue B19, R1: when the transaction after a right code fails, the answer is a generic 500,
 // the attempt stays spent, and the code stays usable once the database recovers.
 func TestVerify_FailureAfterTheAttemptKeepsTheCount(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		if err := e.DB.Migrator().DropTable(&models.Session{}); err != nil {
 			t.Fatal(err)
@@ -169,10 +169,10 @@ func TestVerify_FailureAfterTheAttemptKeepsTheCount(t *testing.T) {
 
 // Signing out with a bearer token and a cookie of another session ends both.
 func TestSignOut_EndsBothPresentedSessions(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		app := e.SignIn("alice@example.com")
 		browser := e.SignIn("alice@example.com")
-		r := e.Do(apptest.Request{Method: "POST", Path: "/api/auth/sign-out", Cookies: browser.Cookies(),
+		r := e.Do(testkit.Request{Method: "POST", Path: "/api/auth/sign-out", Cookies: browser.Cookies(),
 			Header: http.Header{"Authorization": {"Bearer " + app.Bearer}, "Origin": {e.URL}}})
 		if r.Status != 200 {
 			t.Fatalf("sign-out: %d %s", r.Status, r.Body)
@@ -185,9 +185,9 @@ func TestSignOut_EndsBothPresentedSessions(t *testing.T) {
 
 // Two Authorization headers are no credential, but they do not sign a valid cookie out.
 func TestSession_AmbiguousAuthorizationKeepsTheCookie(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	s := e.SignIn("alice@example.com")
-	r := e.Do(apptest.Request{Path: getSessionPath, Cookies: s.Cookies(), Header: http.Header{"Authorization": {"Bearer a", "Bearer b"}}})
+	r := e.Do(testkit.Request{Path: getSessionPath, Cookies: s.Cookies(), Header: http.Header{"Authorization": {"Bearer a", "Bearer b"}}})
 	expectNoSession(t, r)
 	if len(r.Header.Values("Set-Cookie")) != 0 {
 		t.Fatalf("cookies were changed: %v", r.Header.Values("Set-Cookie"))

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 )
 
 const (
@@ -19,7 +19,7 @@ const (
 
 // expectAPIHeaders fails unless r carries the headers of a JSON answer: the API's
 // Content-Security-Policy, nosniff, no-store and a JSON Content-Type.
-func expectAPIHeaders(t *testing.T, r *apptest.Response, what string) {
+func expectAPIHeaders(t *testing.T, r *testkit.Response, what string) {
 	t.Helper()
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("%s: Content-Type %q, want JSON (body %.80s)", what, ct, r.Body)
@@ -33,7 +33,7 @@ func expectAPIHeaders(t *testing.T, r *apptest.Response, what string) {
 }
 
 // expectPageHeaders fails unless r carries the headers of a page.
-func expectPageHeaders(t *testing.T, r *apptest.Response, what string) {
+func expectPageHeaders(t *testing.T, r *testkit.Response, what string) {
 	t.Helper()
 	if csp := r.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, pageCSP) {
 		t.Fatalf("%s: Content-Security-Policy %q, want the pages'", what, csp)
@@ -48,7 +48,7 @@ func expectPageHeaders(t *testing.T, r *apptest.Response, what string) {
 // reaches the API is answered as the API, errors included: JSON, the API's headers, never
 // compressed, never an HTML page (catalogue O120).
 func TestAPI_PathsAreJudgedAsTheRouterMatchesThem(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	for _, path := range []string{"/API/auth/nope", "/Api/Nope/", "/API", "/api/"} {
 		r := e.Get(path)
 		r.ExpectError(t, 404, "NOT_FOUND")
@@ -67,7 +67,7 @@ func TestAPI_PathsAreJudgedAsTheRouterMatchesThem(t *testing.T) {
 		expectAPIHeaders(t, r, path)
 	}
 	for _, path := range []string{"/API/OPENAPI.JSON", "/api/openapi.json/"} {
-		r := e.Do(apptest.Request{Path: path, Header: http.Header{"Accept-Encoding": {"gzip, br"}}})
+		r := e.Do(testkit.Request{Path: path, Header: http.Header{"Accept-Encoding": {"gzip, br"}}})
 		if r.Status != 200 || r.Header.Get("Content-Encoding") != "" {
 			t.Fatalf("%s: %d, Content-Encoding %q; API answers are not compressed", path, r.Status, r.Header.Get("Content-Encoding"))
 		}
@@ -82,7 +82,7 @@ func TestAPI_PathsAreJudgedAsTheRouterMatchesThem(t *testing.T) {
 
 // dial opens a plain TCP connection to the service, for requests the Go client would not send
 // as written. The deadline only keeps a broken server from hanging the test; nothing is timed.
-func dial(t *testing.T, e *apptest.Env) (net.Conn, *bufio.Reader) {
+func dial(t *testing.T, e *testkit.Env) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 	if err != nil {
@@ -126,7 +126,7 @@ func expectClosed(t *testing.T, br *bufio.Reader, what string) {
 // Every GET route answers HEAD as it answers GET, with no body: a HEAD is how monitors and link
 // checkers look at a page.
 func TestHead_AnsweredLikeGet(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	tried := 0
 	for _, route := range e.App.GetRoutes(true) {
 		if route.Method != http.MethodGet {
@@ -153,13 +153,13 @@ func TestHead_AnsweredLikeGet(t *testing.T) {
 
 // rawAnswer sends raw on a connection of its own and reads the answer to a request of method.
 // The connection must then be closed: every refusal below ends it.
-func rawAnswer(t *testing.T, e *apptest.Env, method, raw string) *apptest.Response {
+func rawAnswer(t *testing.T, e *testkit.Env, method, raw string) *testkit.Response {
 	t.Helper()
 	conn, br := dial(t, e)
 	send(t, conn, raw)
 	resp, body := readAnswer(t, br, method)
 	expectClosed(t, br, raw[:strings.IndexByte(raw, '\n')])
-	return &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+	return &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
 }
 
 // overLimitChunked is a chunked POST whose body runs over BodyLimit (16 KiB) at its second chunk.
@@ -175,8 +175,8 @@ func overLimitChunked(path string) string {
 // A request whose path fasthttp lost when it reset it (a chunked body over the limit, headers too
 // large, a broken chunk) gets the JSON answer and the API's headers.
 func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithSecure())
-	hsts := func(r *apptest.Response, what string) {
+	e := testkit.New(t, testkit.SQLite, testkit.WithSecure())
+	hsts := func(r *testkit.Response, what string) {
 		t.Helper()
 		if !strings.HasPrefix(r.Header.Get("Strict-Transport-Security"), "max-age=") {
 			t.Fatalf("%s: no HSTS in %v", what, r.Header)
@@ -225,7 +225,7 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 // sent after it on the connection is never answered. Each request below is followed on the same
 // connection by a second one, which fasthttp would otherwise answer.
 func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	const head = "POST /api/auth/sign-out HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 	const chunkedBody = "2\r\n{}\r\n0\r\n\r\n"
 	const next = "GET /api/auth/ok HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -245,7 +245,7 @@ func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T)
 		conn, br := dial(t, e)
 		send(t, conn, raw+next)
 		resp, body := readAnswer(t, br, "POST")
-		r := &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		r := &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
 		if r.Status != 400 || !resp.Close {
 			t.Fatalf("%s: %d, Connection %q; want 400 and the connection closed", name, r.Status, resp.Header.Get("Connection"))
 		}
@@ -267,7 +267,7 @@ func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T)
 		if resp.StatusCode != 400 || !resp.Close {
 			t.Fatalf("%s: %d, Connection %q", name, resp.StatusCode, resp.Header.Get("Connection"))
 		}
-		expectAPIHeaders(t, &apptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, name)
+		expectAPIHeaders(t, &testkit.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, name)
 		expectClosed(t, br, name)
 	}
 	// A method the router does not know never reaches the check (Fiber answers it before the

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"codeauth/handlers"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
 // expectNothingChanged fails when a rejected request left any trace.
-func expectNothingChanged(t *testing.T, e *apptest.Env) {
+func expectNothingChanged(t *testing.T, e *testkit.Env) {
 	t.Helper()
 	for name, model := range map[string]any{"verifications": &models.Verification{}, "users": &models.User{}, "sessions": &models.Session{}} {
 		if n := e.Count(model); n != 0 {
@@ -25,7 +25,7 @@ func expectNothingChanged(t *testing.T, e *apptest.Env) {
 
 // Catalogue N110: malformed bodies are 400 BAD_REQUEST, never 5xx.
 func TestInput_MalformedJSON(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		bodies := map[string]string{
 			"truncated":        `{"email":"a@example.com","type":`,
 			"trailing garbage": `{"email":"a@example.com","type":"sign-in"} x`,
@@ -36,37 +36,37 @@ func TestInput_MalformedJSON(t *testing.T) {
 			"single quotes":    `{'email':'a@example.com'}`,
 		}
 		for name, body := range bodies {
-			r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body})
+			r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body})
 			if r.Status != 400 {
 				t.Fatalf("%s: status %d %s, want 400", name, r.Status, r.Body)
 			}
 			r.ExpectError(t, 400, "BAD_REQUEST")
 		}
 		// Duplicate keys are refused, not resolved silently.
-		r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
+		r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
 			Body: `{"email":"a@example.com","email":"b@example.com","type":"sign-in"}`})
 		r.ExpectError(t, 400, "BAD_REQUEST")
 		// Well-formed JSON that is not an object, and missing fields, are validation errors.
 		for _, body := range []string{`[]`, `"a@example.com"`, `null`, `42`} {
-			e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body}).
+			e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body}).
 				ExpectError(t, 400, "VALIDATION_ERROR")
 		}
-		r = e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: `{}`})
+		r = e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: `{}`})
 		r.ExpectError(t, 400, "VALIDATION_ERROR")
 		if want := `[body.email] Invalid input: expected string, received undefined`; !strings.Contains(string(r.Body), want) {
 			t.Fatalf("message %s lacks %q", r.Body, want)
 		}
-		e.Do(apptest.Request{Method: "POST", Path: sendPath}).ExpectError(t, 400, "VALIDATION_ERROR")
+		e.Do(testkit.Request{Method: "POST", Path: sendPath}).ExpectError(t, 400, "VALIDATION_ERROR")
 		expectNothingChanged(t, e)
 	})
 }
 
 // Catalogue E51, N111: only application/json bodies, and fields of the right type.
 func TestInput_ContentTypeAndFieldTypes(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		body := `{"email":"a@example.com","type":"sign-in"}`
 		for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx", "application/vnd.api+json"} {
-			e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: ct, Body: body}).ExpectError(t, 415, "UNSUPPORTED_MEDIA_TYPE")
+			e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: ct, Body: body}).ExpectError(t, 415, "UNSUPPORTED_MEDIA_TYPE")
 		}
 		req, _ := http.NewRequest("POST", e.URL+sendPath, strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
@@ -78,12 +78,12 @@ func TestInput_ContentTypeAndFieldTypes(t *testing.T) {
 			t.Fatalf("no Content-Type: %d, want 415", resp.StatusCode)
 		}
 		// A charset parameter is fine.
-		r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json; charset=utf-8", Body: body})
+		r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json; charset=utf-8", Body: body})
 		if r.Status != 200 {
 			t.Fatalf("application/json; charset=utf-8: %d %s", r.Status, r.Body)
 		}
 		for _, v := range []string{`42`, `true`, `null`, `["a@example.com"]`, `{"a":"b"}`} {
-			r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
+			r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
 				Body: `{"email":` + v + `,"type":"sign-in"}`})
 			r.ExpectError(t, 400, "VALIDATION_ERROR")
 			if !strings.Contains(string(r.Body), "[body.email] Invalid input: expected string") {
@@ -95,14 +95,14 @@ func TestInput_ContentTypeAndFieldTypes(t *testing.T) {
 
 // Catalogue N108: bodies over 16 KiB are 413 with a JSON error.
 func TestInput_OversizeBody(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		pad := strings.Repeat("a", handlers.BodyLimit)
-		r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
+		r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
 			Body: `{"email":"a@example.com","type":"sign-in","pad":"` + pad + `"}`})
 		r.ExpectError(t, 413, "PAYLOAD_TOO_LARGE")
 		expectNothingChanged(t, e)
 		// Just under the limit is read normally.
-		r = e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
+		r = e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json",
 			Body: `{"email":"a@example.com","type":"sign-in","pad":"` + pad[:handlers.BodyLimit-100] + `"}`})
 		if r.Status != 200 {
 			t.Fatalf("a body under the limit: %d %s", r.Status, r.Body)
@@ -148,7 +148,7 @@ var hostileEmails = map[string]string{
 
 // Hostile addresses are 400 INVALID_EMAIL on both routes and change nothing.
 func TestInput_HostileEmails(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for name, email := range hostileEmails {
 			r := e.Post(sendPath, map[string]any{"email": email, "type": "sign-in"})
 			if r.Status != 400 {
@@ -163,7 +163,7 @@ func TestInput_HostileEmails(t *testing.T) {
 
 // Unusual but valid addresses are accepted and kept distinct (catalogue C34, N113).
 func TestInput_UnusualValidEmails(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for raw, canonical := range map[string]string{
 			"user+tag@x.test":          "user+tag@x.test",
 			"user@x.test":              "user@x.test",
@@ -186,7 +186,7 @@ func TestInput_UnusualValidEmails(t *testing.T) {
 
 // Catalogue A11: unknown fields are ignored and nothing is taken from them.
 func TestInput_ExtraFieldsAreIgnored(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		r := e.Post(sendPath, map[string]any{"email": "a@example.com", "type": "sign-in", "name": "x", "emailVerified": true, "callbackURL": "/welcome"})
 		if r.Status != 200 {
 			t.Fatalf("send with extra fields: %d %s", r.Status, r.Body)
@@ -211,7 +211,7 @@ func TestInput_ExtraFieldsAreIgnored(t *testing.T) {
 }
 
 func TestRoutes_UnknownAndWrongMethodAreJSON(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	e.Get("/api/auth/nope").ExpectError(t, 404, "NOT_FOUND")
 	// Catalogue L101: no file is served from the source tree. Pages are private by default, so
 	// an anonymous visitor is sent to sign in; a signed-in one gets the 404 page.

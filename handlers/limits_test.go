@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/middleware"
 	"codeauth/models"
@@ -20,16 +20,16 @@ import (
 )
 
 // sendFrom asks for a code for email with the given forwarding headers.
-func sendFrom(e *apptest.Env, email string, header ...string) *apptest.Response {
+func sendFrom(e *testkit.Env, email string, header ...string) *testkit.Response {
 	h := http.Header{}
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Add(header[i], header[i+1])
 	}
-	return e.Do(apptest.Request{Method: "POST", Path: sendPath, JSON: map[string]any{"email": email, "type": "sign-in"}, Header: h})
+	return e.Do(testkit.Request{Method: "POST", Path: sendPath, JSON: map[string]any{"email": email, "type": "sign-in"}, Header: h})
 }
 
 // expectTooMany checks the 429 answer of CONTRACT.md: body, and both retry headers.
-func expectTooMany(t *testing.T, r *apptest.Response, maxWait time.Duration) {
+func expectTooMany(t *testing.T, r *testkit.Response, maxWait time.Duration) {
 	t.Helper()
 	r.ExpectError(t, 429, "TOO_MANY_REQUESTS")
 	if string(r.Body) != `{"message":"Too many requests. Please try again later.","code":"TOO_MANY_REQUESTS"}` {
@@ -45,7 +45,7 @@ func expectTooMany(t *testing.T, r *apptest.Response, maxWait time.Duration) {
 // Catalogue D, A5: the 21st code request from one address in a minute is refused, and the
 // window opens again after a minute.
 func TestPerIP_SendLimit(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for i := 1; i <= middleware.RuleSendCode.Max; i++ {
 			if r := sendFrom(e, fmt.Sprintf("u%d@example.com", i), "X-Forwarded-For", "203.0.113.7"); r.Status != 200 {
 				t.Fatalf("send %d: %d %s", i, r.Status, r.Body)
@@ -68,15 +68,15 @@ func TestPerIP_SendLimit(t *testing.T) {
 }
 
 func TestPerIP_SignInAndDefaultLimits(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	for i := 1; i <= middleware.RuleSignIn.Max; i++ {
-		r := e.Do(apptest.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "a@example.com", "otp": "000000"},
+		r := e.Do(testkit.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "a@example.com", "otp": "000000"},
 			Header: http.Header{"X-Forwarded-For": {"203.0.113.7"}}})
 		if r.Status == 429 {
 			t.Fatalf("verify %d was limited", i)
 		}
 	}
-	r := e.Do(apptest.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "a@example.com", "otp": "000000"},
+	r := e.Do(testkit.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "a@example.com", "otp": "000000"},
 		Header: http.Header{"X-Forwarded-For": {"203.0.113.7"}}})
 	expectTooMany(t, r, time.Minute)
 
@@ -95,7 +95,7 @@ func TestPerIP_SignInAndDefaultLimits(t *testing.T) {
 // Catalogue D36: a forwarded-for chain the service cannot resolve lands in one shared bucket, so
 // rotating the spoofed part mints nothing; the problem is logged once.
 func TestPerIP_ForgedChainsShareOneBucket(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	for i := 1; i <= middleware.RuleSendCode.Max; i++ {
 		chain := fmt.Sprintf("198.51.100.%d, 203.0.113.7", i)
 		if r := sendFrom(e, fmt.Sprintf("u%d@example.com", i), "X-Forwarded-For", chain); r.Status != 200 {
@@ -116,7 +116,7 @@ func TestPerIP_ForgedChainsShareOneBucket(t *testing.T) {
 // Catalogue D37: behind trusted proxies the client is the first untrusted hop from the right;
 // spoofing the left part of the chain does not help, and the session records that address.
 func TestPerIP_TrustedProxiesChooseTheRightHop(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithTrustedProxies("127.0.0.0/8", "10.0.0.0/8"))
+	e := testkit.New(t, testkit.SQLite, testkit.WithTrustedProxies("127.0.0.0/8", "10.0.0.0/8"))
 	for i := 1; i <= middleware.RuleSendCode.Max; i++ {
 		chain := fmt.Sprintf("6.6.6.%d, 203.0.113.7, 10.0.0.5", i)
 		if r := sendFrom(e, fmt.Sprintf("u%d@example.com", i), "X-Forwarded-For", chain); r.Status != 200 {
@@ -128,7 +128,7 @@ func TestPerIP_TrustedProxiesChooseTheRightHop(t *testing.T) {
 		t.Fatalf("another client behind the same proxy: %d", r.Status)
 	}
 	code := e.Mailer.LastCode("u1@example.com")
-	r := e.Do(apptest.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "u1@example.com", "otp": code},
+	r := e.Do(testkit.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "u1@example.com", "otp": code},
 		Header: http.Header{"X-Forwarded-For": {"9.9.9.9, 203.0.113.20, 10.0.0.5"}}})
 	var body struct{ Token string }
 	r.Decode(t, &body)
@@ -142,7 +142,7 @@ func TestPerIP_TrustedProxiesChooseTheRightHop(t *testing.T) {
 // Catalogue D39: IPv6 neighbours in one /64 share a bucket, in every spelling; another /64 does
 // not.
 func TestPerIP_IPv6NeighboursShareABucket(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	spellings := []string{"2001:db8:1:2::%x", "2001:DB8:1:2:0:0:0:%x", "2001:0db8:0001:0002::%x"}
 	for i := 1; i <= middleware.RuleSendCode.Max; i++ {
 		addr := fmt.Sprintf(spellings[i%3], i)
@@ -164,7 +164,7 @@ func TestPerIP_IPv6NeighboursShareABucket(t *testing.T) {
 // Catalogue A5, A6, R5: five codes per address per 15 minutes, exact across two instances on
 // one database even when 20 requests race; the sixth sends nothing.
 func TestPerEmail_SendThrottleAcrossInstances(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		other := e.Sibling()
 		var wg sync.WaitGroup
 		statuses := make([]int, 20)
@@ -238,7 +238,7 @@ func TestPerEmail_SendThrottleAcrossInstances(t *testing.T) {
 
 // Catalogue M106: the limits answer the same for an address with and without an account.
 func TestPerEmail_SameAnswerForKnownAndUnknown(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	e.SignIn("known@example.com")
 	for i := 1; i < auth.SendLimit; i++ {
 		e.SendCode("known@example.com")
@@ -255,7 +255,7 @@ func TestPerEmail_SameAnswerForKnownAndUnknown(t *testing.T) {
 }
 
 // failCode spends one wrong guess on the live code of email and checks the answer.
-func failCode(t *testing.T, e *apptest.Env, email string, n int) {
+func failCode(t *testing.T, e *testkit.Env, email string, n int) {
 	t.Helper()
 	code := e.Mailer.LastCode(email)
 	signIn(e, email, wrongCode(code, n)).ExpectError(t, 400, "INVALID_OTP")
@@ -265,7 +265,7 @@ func failCode(t *testing.T, e *apptest.Env, email string, n int) {
 // AUTH_MAX_FAILED_VERIFICATIONS within 24 hours; past it, sends and verifies are refused until the
 // window passes; a success resets the count.
 func TestFailureCap(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const email = "target@example.com"
 		sends := 0
 		send := func() string {
@@ -319,7 +319,7 @@ func TestFailureCap(t *testing.T) {
 // PostgreSQL the count comes back from the statement that spends the attempt, and is the only
 // guard: the lock check in that statement reads a snapshot that misses counts committed meanwhile.
 func TestFailureCap_ParallelGuessesStopAtTheCap(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for round := 0; round < 3; round++ {
 			email := fmt.Sprintf("target%d@example.com", round)
 			e.SendCode(email)
@@ -337,19 +337,19 @@ func TestFailureCap_ParallelGuessesStopAtTheCap(t *testing.T) {
 				t.Fatalf("round %d: %d comparisons with a cap of 3", round, got)
 			}
 		}
-	}, apptest.WithMaxFailedVerifications(3))
+	}, testkit.WithMaxFailedVerifications(3))
 }
 
 // RATE_LIMIT_STORE=postgres: two instances share their per-IP counters.
 func TestPerIP_SharedStoreAcrossInstances(t *testing.T) {
-	e := apptest.New(t, apptest.Postgres)
-	pgURL := apptest.PostgresURL(t)
+	e := testkit.New(t, testkit.Postgres)
+	pgURL := testkit.PostgresURL(t)
 	u, _ := url.Parse(pgURL)
 	// The storage ignores search_path; the schema goes in the table name.
 	kv := pgstorage.New(pgstorage.Config{ConnectionURI: pgURL, Table: u.Query().Get("search_path") + ".rate_limit"})
 	t.Cleanup(func() { kv.Close() })
 	store := middleware.NewSharedRateStore(kv)
-	a, b := e.Sibling(apptest.WithRateStore(store)), e.Sibling(apptest.WithRateStore(middleware.NewSharedRateStore(kv)))
+	a, b := e.Sibling(testkit.WithRateStore(store)), e.Sibling(testkit.WithRateStore(middleware.NewSharedRateStore(kv)))
 	for i := 1; i <= middleware.RuleSendCode.Max; i++ {
 		instance := a
 		if i%2 == 0 {

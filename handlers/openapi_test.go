@@ -11,22 +11,22 @@ import (
 	"sync"
 	"testing"
 
-	"codeauth/handlers"
-	"codeauth/internal/apptest"
+	"codeauth/handlers/betterauth"
+	"codeauth/internal/testkit"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var (
 	recordedMu sync.Mutex
-	recorded   []apptest.Recorded
+	recorded   []testkit.Recorded
 )
 
 // TestMain records every /api answer the tests receive and, once they pass, checks each one
 // against the OpenAPI document: its status must be described for its operation, and its JSON
 // body must match the schema.
 func TestMain(m *testing.M) {
-	apptest.RecordResponses(func(r apptest.Recorded) {
+	testkit.RecordResponses(func(r testkit.Recorded) {
 		recordedMu.Lock()
 		recorded = append(recorded, r)
 		recordedMu.Unlock()
@@ -55,7 +55,7 @@ type openAPIDoc struct {
 
 func loadOpenAPI(t testing.TB) openAPIDoc {
 	var doc openAPIDoc
-	if err := json.Unmarshal(handlers.OpenAPI(), &doc); err != nil {
+	if err := json.Unmarshal(betterauth.OpenAPI(), &doc); err != nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
 	return doc
@@ -69,10 +69,10 @@ func escapePointer(s string) string {
 // checkRecorded validates the recorded answers and returns the problems and the number checked.
 func checkRecorded() ([]string, int) {
 	var doc openAPIDoc
-	json.Unmarshal(handlers.OpenAPI(), &doc)
+	json.Unmarshal(betterauth.OpenAPI(), &doc)
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(handlers.OpenAPI()))
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(betterauth.OpenAPI()))
 	if err != nil {
 		return []string{err.Error()}, 0
 	}
@@ -157,7 +157,7 @@ func checkRecorded() ([]string, int) {
 // Every /api route of the application is described, and every described operation exists.
 func TestOpenAPI_CoversEveryRoute(t *testing.T) {
 	doc := loadOpenAPI(t)
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	registered := map[string]bool{}
 	for _, route := range e.App.GetRoutes(true) {
 		if !strings.HasPrefix(route.Path, "/api/") || route.Method == "HEAD" || route.Method == "OPTIONS" {

@@ -5,24 +5,24 @@ import (
 	"strings"
 	"testing"
 
-	"codeauth/internal/apptest"
-	"codeauth/middleware"
+	"codeauth/internal/testkit"
+	"codeauth/internal/testkit/vectors"
 	"codeauth/models"
 )
 
 // postWith sends a JSON POST with cookies and header pairs.
-func postWith(e *apptest.Env, path string, body any, cookies []*http.Cookie, header ...string) *apptest.Response {
+func postWith(e *testkit.Env, path string, body any, cookies []*http.Cookie, header ...string) *testkit.Response {
 	h := http.Header{}
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Add(header[i], header[i+1])
 	}
-	return e.Do(apptest.Request{Method: "POST", Path: path, JSON: body, Cookies: cookies, Header: h})
+	return e.Do(testkit.Request{Method: "POST", Path: path, JSON: body, Cookies: cookies, Header: h})
 }
 
 // Catalogue E44, E47, E54: a state-changing request that carries a cookie must come from a
 // trusted origin; nothing changes otherwise.
 func TestOrigin_CookieRequestsNeedATrustedOrigin(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		name := map[string]any{"name": "Mallory"}
 		postWith(e, updateUserPath, name, s.Cookies(), "Origin", "https://evil.test", "Sec-Fetch-Site", "cross-site").
@@ -51,7 +51,7 @@ func TestOrigin_CookieRequestsNeedATrustedOrigin(t *testing.T) {
 // The hybrid-app shells and http://localhost are always trusted, custom schemes by their own
 // rules; AUTH_TRUSTED_ORIGINS adds more.
 func TestOrigin_AlwaysTrustedAndConfigured(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithTrustedOrigins("https://app.example.com", "myapp://"))
+	e := testkit.New(t, testkit.SQLite, testkit.WithTrustedOrigins("https://app.example.com", "myapp://"))
 	s := e.SignIn("alice@example.com")
 	for _, origin := range []string{"capacitor://localhost", "ionic://localhost", "http://localhost", "https://app.example.com", "myapp://anything"} {
 		if r := postWith(e, updateUserPath, map[string]any{"name": "A"}, s.Cookies(), "Origin", origin); r.Status != 200 {
@@ -70,7 +70,7 @@ func TestOrigin_AlwaysTrustedAndConfigured(t *testing.T) {
 // Pure bearer requests, and cookieless requests that show no sign of a browser (native apps,
 // curl, Node back ends), are not origin-checked.
 func TestOrigin_BearerAndNativeClientsPass(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	s := e.SignIn("alice@example.com")
 	if r := e.Post(updateUserPath, map[string]any{"name": "A"}, "Authorization", "Bearer "+s.Bearer, "Origin", "https://elsewhere.test"); r.Status != 200 {
 		t.Fatalf("bearer from another origin: %d %s", r.Status, r.Body)
@@ -83,7 +83,7 @@ func TestOrigin_BearerAndNativeClientsPass(t *testing.T) {
 // Catalogue A9, E45: cookieless browser requests from another site are refused too, so a page
 // elsewhere cannot mail codes to anyone or log a visitor into the attacker's account.
 func TestOrigin_CrossSiteBrowserRequestsWithoutCookies(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		body := map[string]any{"email": "victim@example.com", "type": "sign-in"}
 		e.Post(sendPath, body, "Origin", "https://evil.test", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "cors").
 			ExpectError(t, 403, "INVALID_ORIGIN")
@@ -110,14 +110,14 @@ func TestOrigin_CrossSiteBrowserRequestsWithoutCookies(t *testing.T) {
 
 // Catalogue F55-F57: redirect targets in any request are checked, on POST and GET alike.
 func TestOrigin_OpenRedirectVectorsAreRefused(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
-		for _, v := range middleware.OpenRedirectVectors {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		for _, v := range vectors.OpenRedirect {
 			r := e.Post(sendPath, map[string]any{"email": "a@example.com", "type": "sign-in", "callbackURL": v})
 			if r.Status != 403 {
 				t.Fatalf("callbackURL %q: %d %s", v, r.Status, r.Body)
 			}
 			r.ExpectError(t, 403, "INVALID_CALLBACK_URL")
-			e.Do(apptest.Request{Path: "/api/auth/get-session?callbackURL=" + urlQueryEscape(v)}).ExpectError(t, 403, "INVALID_CALLBACK_URL")
+			e.Do(testkit.Request{Path: "/api/auth/get-session?callbackURL=" + urlQueryEscape(v)}).ExpectError(t, 403, "INVALID_CALLBACK_URL")
 		}
 		for field, code := range map[string]string{"redirectTo": "INVALID_REDIRECT_URL", "errorCallbackURL": "INVALID_ERROR_CALLBACK_URL", "newUserCallbackURL": "INVALID_NEW_USER_CALLBACK_URL"} {
 			e.Post(sendPath, map[string]any{"email": "a@example.com", "type": "sign-in", field: "//evil.test"}).ExpectError(t, 403, code)
@@ -125,7 +125,7 @@ func TestOrigin_OpenRedirectVectorsAreRefused(t *testing.T) {
 		// Escaped key names are the same fields; every query occurrence is checked.
 		for _, body := range []string{`{"email":"a@example.com","type":"sign-in","callback\u0055RL":"https://evil.test"}`,
 			`{"email":"a@example.com","type":"sign-in","\u0072edirectTo":"//evil.test"}`} {
-			r := e.Do(apptest.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body})
+			r := e.Do(testkit.Request{Method: "POST", Path: sendPath, ContentType: "application/json", Body: body})
 			if r.Status != 403 {
 				t.Fatalf("escaped key %s: %d %s", body, r.Status, r.Body)
 			}
@@ -155,8 +155,8 @@ func urlQueryEscape(s string) string {
 
 // Catalogue E50: CORS grants trusted origins only, with credentials and set-auth-token exposed.
 func TestCORS(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithTrustedOrigins("https://app.example.com"))
-	pre := e.Do(apptest.Request{Method: "OPTIONS", Path: sendPath, Header: http.Header{
+	e := testkit.New(t, testkit.SQLite, testkit.WithTrustedOrigins("https://app.example.com"))
+	pre := e.Do(testkit.Request{Method: "OPTIONS", Path: sendPath, Header: http.Header{
 		"Origin": {"https://app.example.com"}, "Access-Control-Request-Method": {"POST"},
 		"Access-Control-Request-Headers": {"content-type, authorization"}}})
 	if pre.Status != 204 || pre.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
@@ -173,7 +173,7 @@ func TestCORS(t *testing.T) {
 		t.Fatalf("set-auth-token exposed twice: %q", r.Header.Get("Access-Control-Expose-Headers"))
 	}
 	for _, origin := range []string{"https://evil.test", "null"} {
-		pre := e.Do(apptest.Request{Method: "OPTIONS", Path: sendPath, Header: http.Header{"Origin": {origin}, "Access-Control-Request-Method": {"POST"}}})
+		pre := e.Do(testkit.Request{Method: "OPTIONS", Path: sendPath, Header: http.Header{"Origin": {origin}, "Access-Control-Request-Method": {"POST"}}})
 		if pre.Header.Get("Access-Control-Allow-Origin") != "" || pre.Header.Get("Access-Control-Allow-Credentials") != "" {
 			t.Fatalf("untrusted %s was granted: %v", origin, pre.Header)
 		}

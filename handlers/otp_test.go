@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
@@ -18,7 +18,7 @@ const (
 	signInPath = "/api/auth/sign-in/email-otp"
 )
 
-func signIn(e *apptest.Env, email, otp string) *apptest.Response {
+func signIn(e *testkit.Env, email, otp string) *testkit.Response {
 	return e.Post(signInPath, map[string]any{"email": email, "otp": otp})
 }
 
@@ -33,7 +33,7 @@ func wrongCode(code string, n int) string {
 }
 
 func TestSendCode_AnswersSuccessAndMailsACode(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		r := e.Post(sendPath, map[string]any{"email": "alice@example.com", "type": "sign-in"})
 		if r.Status != http.StatusOK || string(r.Body) != `{"success":true}` {
 			t.Fatalf("got %d %s, want 200 {\"success\":true}", r.Status, r.Body)
@@ -65,7 +65,7 @@ func TestSendCode_AnswersSuccessAndMailsACode(t *testing.T) {
 
 // Catalogue M102: a send for a known and for an unknown address are answered identically.
 func TestSendCode_SameAnswerForKnownAndUnknownAddress(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		e.SignIn("known@example.com")
 		known := e.Post(sendPath, map[string]any{"email": "known@example.com", "type": "sign-in"})
 		unknown := e.Post(sendPath, map[string]any{"email": "unknown@example.com", "type": "sign-in"})
@@ -83,7 +83,7 @@ func TestSendCode_SameAnswerForKnownAndUnknownAddress(t *testing.T) {
 }
 
 func TestSendCode_OnlySignInType(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for _, typ := range []string{"change-email", "forget-password", "email-verification"} {
 			e.Post(sendPath, map[string]any{"email": "a@example.com", "type": typ}).ExpectError(t, 400, "INVALID_OTP_TYPE")
 		}
@@ -99,7 +99,7 @@ func TestSendCode_OnlySignInType(t *testing.T) {
 }
 
 func TestVerify_RightCodeSignsUpThenSignsIn(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("new@example.com")
 		r := e.Post(signInPath, map[string]any{"email": "new@example.com", "otp": code, "name": "  Ada Lovelace "})
 		if r.Status != 200 {
@@ -146,7 +146,7 @@ func TestVerify_RightCodeSignsUpThenSignsIn(t *testing.T) {
 }
 
 func TestVerify_WrongCodeIsInvalidOTP(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		r := signIn(e, "alice@example.com", wrongCode(code, 1))
 		r.ExpectError(t, 400, "INVALID_OTP")
@@ -161,7 +161,7 @@ func TestVerify_WrongCodeIsInvalidOTP(t *testing.T) {
 
 // Catalogue B12: five wrong codes, then the right one is refused with 403 and the code is dead.
 func TestVerify_FiveWrongThenRightIsTooManyAttempts(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		for i := 0; i < auth.OTPMaxAttempts; i++ {
 			signIn(e, "alice@example.com", wrongCode(code, i)).ExpectError(t, 400, "INVALID_OTP")
@@ -186,7 +186,7 @@ func TestVerify_FiveWrongThenRightIsTooManyAttempts(t *testing.T) {
 // Catalogue B13: 50 parallel wrong guesses compare at most 5 times in total, and the right code
 // is dead afterwards.
 func TestVerify_ParallelGuessesNeverPassTheAttemptBudget(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("victim@example.com")
 		before := e.Auth.Stats().CodeComparisons
 		var wg sync.WaitGroup
@@ -228,7 +228,7 @@ func TestVerify_ParallelGuessesNeverPassTheAttemptBudget(t *testing.T) {
 // round. (A request finding the budget spent once deleted the code under the feet of the
 // request that had reserved a comparison in time, and then nobody signed in.)
 func TestVerify_ParallelRightCodesOpenOneSession(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		for round := 0; round < 5; round++ {
 			parallelRightCodes(t, e, fmt.Sprintf("race%d@example.com", round))
 		}
@@ -238,7 +238,7 @@ func TestVerify_ParallelRightCodesOpenOneSession(t *testing.T) {
 	})
 }
 
-func parallelRightCodes(t *testing.T, e *apptest.Env, email string) {
+func parallelRightCodes(t *testing.T, e *testkit.Env, email string) {
 	t.Helper()
 	{
 		code := e.SendCode(email)
@@ -270,7 +270,7 @@ func parallelRightCodes(t *testing.T, e *apptest.Env, email string) {
 
 // Catalogue A2: a code works until its 600th second and not at or after it.
 func TestVerify_CodeExpiresAt600Seconds(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		e.Clock.Advance(auth.OTPLifetime - time.Second)
 		if r := signIn(e, "alice@example.com", code); r.Status != 200 {
@@ -286,7 +286,7 @@ func TestVerify_CodeExpiresAt600Seconds(t *testing.T) {
 
 // Catalogue A3: a new code replaces the old one.
 func TestVerify_ReplacedCodeIsDead(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		first := e.SendCode("alice@example.com")
 		second := e.SendCode("alice@example.com")
 		if first == second {
@@ -304,7 +304,7 @@ func TestVerify_ReplacedCodeIsDead(t *testing.T) {
 
 // Catalogue B16: a used code cannot be replayed.
 func TestVerify_UsedCodeFails(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		if r := signIn(e, "alice@example.com", code); r.Status != 200 {
 			t.Fatalf("first use: %d", r.Status)
@@ -319,7 +319,7 @@ func TestVerify_UsedCodeFails(t *testing.T) {
 // Catalogue B17: a code is bound to its address. Submitting a's code as b spends one of b's
 // attempts and leaves a's code valid.
 func TestVerify_CodeForAnotherEmailFails(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		codeA := e.SendCode("a@example.com")
 		codeB := e.SendCode("b@example.com")
 		if codeA == codeB {
@@ -341,13 +341,13 @@ func TestVerify_CodeForAnotherEmailFails(t *testing.T) {
 
 // Catalogue B22: malformed codes are refused before any lookup and spend no attempt.
 func TestVerify_MalformedCodesSpendNoAttempt(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("alice@example.com")
 		for _, bad := range []string{"%", "______", "12345%", " " + code[1:], code + "\n", "１２３４５６", "+12345", "1e5", "0x1E240", code[:5], code + "0", ""} {
 			signIn(e, "alice@example.com", bad).ExpectError(t, 400, "INVALID_OTP")
 		}
 		for _, bad := range []string{`123456`, `null`, `[]`, `{}`, `true`} {
-			r := e.Do(apptest.Request{Method: "POST", Path: signInPath, ContentType: "application/json",
+			r := e.Do(testkit.Request{Method: "POST", Path: signInPath, ContentType: "application/json",
 				Body: `{"email":"alice@example.com","otp":` + bad + `}`})
 			r.ExpectError(t, 400, "VALIDATION_ERROR")
 		}
@@ -364,7 +364,7 @@ func TestVerify_MalformedCodesSpendNoAttempt(t *testing.T) {
 
 // Catalogue A7, C27: one address, however it is cased or padded, is one identity.
 func TestVerify_EmailCaseAndSpacesAreOneAccount(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		first := e.SignIn("ALICE@Example.com ")
 		code := e.SendCode("\talice@EXAMPLE.com")
 		r := signIn(e, "alice@example.com", code)
@@ -383,7 +383,7 @@ func TestVerify_EmailCaseAndSpacesAreOneAccount(t *testing.T) {
 
 // Catalogue P122: a whole flow leaves no code or token in the log.
 func TestLogs_NeverHoldCodesOrTokens(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		code := e.SendCode("alice@example.com")
 		signIn(e, "alice@example.com", wrongCode(code, 3))

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
+	"codeauth/internal/testkit/vectors"
 	"codeauth/middleware"
 	"codeauth/models"
 
@@ -19,7 +20,7 @@ import (
 // Catalogue O120, E: every page carries a CSP without inline scripts, refuses framing and
 // sniffing, and is never cached; the e-mail link landing page sends no referrer.
 func TestPages_SecurityHeaders(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithSecure())
+	e := testkit.New(t, testkit.SQLite, testkit.WithSecure())
 	for _, path := range []string{"/", "/auth/sign-in", "/auth/sign-up", "/checkout/success?purchase=x", "/auth/verify-email"} {
 		r := e.Get(path)
 		csp := r.Header.Get("Content-Security-Policy")
@@ -52,7 +53,7 @@ func TestPages_SecurityHeaders(t *testing.T) {
 var privatePage = regexp.MustCompile(`^/auth/sign-in(\?redirect=.*)?$`)
 
 // expectSignInRedirect fails unless r sends the visitor to sign in.
-func expectSignInRedirect(t *testing.T, r *apptest.Response, what string) {
+func expectSignInRedirect(t *testing.T, r *testkit.Response, what string) {
 	t.Helper()
 	if r.Status != http.StatusSeeOther || !privatePage.MatchString(r.Header.Get("Location")) {
 		t.Fatalf("%s: %d Location %q, want 303 to sign-in", what, r.Status, r.Header.Get("Location"))
@@ -62,14 +63,14 @@ func expectSignInRedirect(t *testing.T, r *apptest.Response, what string) {
 // Catalogue L98, L99, F58: every route that is not public sends an anonymous visitor to sign in,
 // also through path variants; the public ones do not. htmx requests get 401 and HX-Redirect.
 func TestPages_ProtectedByDefault(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	public := map[string]bool{}
 	for _, route := range e.App.GetRoutes(true) {
 		p := route.Path
 		if strings.HasPrefix(p, "/api") || strings.HasPrefix(p, "/static") || p == "/healthz" || p == "/readyz" || strings.Contains(p, ":") {
 			continue
 		}
-		r := e.Do(apptest.Request{Method: route.Method, Path: p})
+		r := e.Do(testkit.Request{Method: route.Method, Path: p})
 		// The guard's answer sends the visitor back here after signing in; a handler that sends
 		// people to sign in by itself (signing out does) is not the guard and counts as public.
 		if r.Status == http.StatusSeeOther && r.Header.Get("Location") == middleware.SignInURL(p) {
@@ -120,7 +121,7 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 	// A signed-in visitor gets the page.
 	s := e.SignIn("alice@example.com")
-	if r := e.Do(apptest.Request{Path: "/account", Cookies: s.Cookies()}); r.Status != 200 || !strings.Contains(string(r.Body), "alice@example.com") {
+	if r := e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()}); r.Status != 200 || !strings.Contains(string(r.Body), "alice@example.com") {
 		t.Fatalf("signed in /account: %d", r.Status)
 	}
 }
@@ -129,9 +130,9 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 // path or nothing, dot segments included ("/.//evil.test" is "//evil.test" once a browser has
 // resolved it): on the page, after verifying without JavaScript, and for someone already signed in.
 func TestPages_RedirectParameterIsSafe(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	signedIn := e.SignIn("someone@example.com")
-	for i, v := range middleware.OpenRedirectVectors {
+	for i, v := range vectors.OpenRedirect {
 		r := e.Get("/auth/sign-in?redirect=" + url.QueryEscape(v))
 		if r.Status != 200 || strings.Contains(string(r.Body), "evil") || strings.Contains(string(r.Body), "javascript:") ||
 			strings.Contains(string(r.Body), `name="redirect" value="/`) {
@@ -141,12 +142,12 @@ func TestPages_RedirectParameterIsSafe(t *testing.T) {
 		email := fmt.Sprintf("user%d@example.com", i)
 		code := e.SendCode(email)
 		form := url.Values{"email": {email}, "otp": {code}, "mode": {"sign-in"}, "redirect": {v}}
-		r = e.Do(apptest.Request{Method: "POST", Path: "/auth/verify", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
+		r = e.Do(testkit.Request{Method: "POST", Path: "/auth/verify", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/" {
 			t.Fatalf("verify with redirect=%q: %d to %q", v, r.Status, r.Header.Get("Location"))
 		}
 		// Someone signed in goes straight on, to the account page rather than the target.
-		r = e.Do(apptest.Request{Path: "/auth/sign-in?redirect=" + url.QueryEscape(v), Cookies: signedIn.Cookies()})
+		r = e.Do(testkit.Request{Path: "/auth/sign-in?redirect=" + url.QueryEscape(v), Cookies: signedIn.Cookies()})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/account" {
 			t.Fatalf("signed in, redirect=%q: %d to %q", v, r.Status, r.Header.Get("Location"))
 		}
@@ -156,13 +157,13 @@ func TestPages_RedirectParameterIsSafe(t *testing.T) {
 // The page forms: HTML forms only, answered with whole pages without htmx, and an inline 422
 // fragment for a wrong code with it.
 func TestPages_FormAnswers(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
-	form := func(path string, v url.Values, header ...string) *apptest.Response {
+	e := testkit.New(t, testkit.SQLite)
+	form := func(path string, v url.Values, header ...string) *testkit.Response {
 		h := http.Header{}
 		for i := 0; i+1 < len(header); i += 2 {
 			h.Set(header[i], header[i+1])
 		}
-		return e.Do(apptest.Request{Method: "POST", Path: path, Body: v.Encode(), ContentType: "application/x-www-form-urlencoded", Header: h})
+		return e.Do(testkit.Request{Method: "POST", Path: path, Body: v.Encode(), ContentType: "application/x-www-form-urlencoded", Header: h})
 	}
 	if r := e.Post("/auth/code", map[string]any{"email": "a@example.com"}); r.Status != 415 {
 		t.Fatalf("JSON to a form endpoint: %d", r.Status)
@@ -200,9 +201,9 @@ func TestPages_FormAnswers(t *testing.T) {
 
 // The sign-in page with everything it loads weighs under 30 KB compressed.
 func TestPages_SignInWeight(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
-	get := func(path string) *apptest.Response {
-		return e.Do(apptest.Request{Path: path, Header: http.Header{"Accept-Encoding": {"br, gzip"}}})
+	e := testkit.New(t, testkit.SQLite)
+	get := func(path string) *testkit.Response {
+		return e.Do(testkit.Request{Path: path, Header: http.Header{"Accept-Encoding": {"br, gzip"}}})
 	}
 	page := get("/auth/sign-in")
 	if page.Header.Get("Content-Encoding") == "" {
@@ -228,14 +229,14 @@ func TestPages_SignInWeight(t *testing.T) {
 	}
 }
 
-func decompressed(t *testing.T, e *apptest.Env) string {
+func decompressed(t *testing.T, e *testkit.Env) string {
 	t.Helper()
 	return string(e.Get("/auth/sign-in").Body)
 }
 
 // Static assets: content-hashed, immutable, revalidated by ETag, and never leaking other files.
 func TestStatic_Caching(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	page := string(e.Get("/").Body)
 	m := regexp.MustCompile(`href="(/static/app\.css\?v=([0-9a-f]+))"`).FindStringSubmatch(page)
 	if m == nil {
@@ -261,7 +262,7 @@ func TestStatic_Caching(t *testing.T) {
 // Catalogue K94-K97: the consent grant needs a session, takes nothing from the body, never
 // revokes, records evidence once, and survives parallel calls.
 func TestMarketingConsent(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const path = "/api/marketing-consent"
 		e.Post(path, nil).ExpectError(t, 401, "UNAUTHORIZED")
 		if n := e.Count(&models.ConsentEvent{}); n != 0 {
@@ -270,7 +271,7 @@ func TestMarketingConsent(t *testing.T) {
 		s := e.SignIn("alice@example.com")
 		other := e.SignIn("bob@example.com")
 		// A cookie needs a trusted origin, like every state change.
-		e.Do(apptest.Request{Method: "POST", Path: path, Cookies: s.Cookies()}).ExpectError(t, 403, "MISSING_OR_NULL_ORIGIN")
+		e.Do(testkit.Request{Method: "POST", Path: path, Cookies: s.Cookies()}).ExpectError(t, 403, "MISSING_OR_NULL_ORIGIN")
 
 		var wg sync.WaitGroup
 		for i := 0; i < 20; i++ {

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 )
 
 // changeByCode moves the account of s to newEmail through the app flow and returns the restore
 // token mailed to the address it had.
-func changeByCode(t *testing.T, e *apptest.Env, s apptest.Session, oldEmail, newEmail string) string {
+func changeByCode(t *testing.T, e *testkit.Env, s testkit.Session, oldEmail, newEmail string) string {
 	t.Helper()
 	if r := e.Post(requestChangePath, map[string]any{"newEmail": newEmail}, bearer(s)...); r.Status != 200 {
 		t.Fatalf("request a change to %s: %d %s", newEmail, r.Status, r.Body)
@@ -31,7 +31,7 @@ func changeByCode(t *testing.T, e *apptest.Env, s apptest.Session, oldEmail, new
 // takeOverAndDelete plays a thief holding victim@example.com's session: the account moves to
 // thief@example.com and is deleted. It returns the thief's session and the restore link mailed to
 // the victim's address.
-func takeOverAndDelete(t *testing.T, e *apptest.Env) (apptest.Session, string) {
+func takeOverAndDelete(t *testing.T, e *testkit.Env) (testkit.Session, string) {
 	t.Helper()
 	thief := e.SignIn("victim@example.com")
 	link := changeByCode(t, e, thief, "victim@example.com", "thief@example.com")
@@ -42,8 +42,8 @@ func takeOverAndDelete(t *testing.T, e *apptest.Env) (apptest.Session, string) {
 }
 
 // restore posts the restore form with token from a browser holding cookies.
-func restore(e *apptest.Env, token string, cookies []*http.Cookie) *apptest.Response {
-	return e.Do(apptest.Request{Method: "POST", Path: "/auth/restore-email", Body: url.Values{"token": {token}}.Encode(),
+func restore(e *testkit.Env, token string, cookies []*http.Cookie) *testkit.Response {
+	return e.Do(testkit.Request{Method: "POST", Path: "/auth/restore-email", Body: url.Values{"token": {token}}.Encode(),
 		ContentType: "application/x-www-form-urlencoded", Cookies: cookies, Header: http.Header{"Origin": {e.URL}}})
 }
 
@@ -51,7 +51,7 @@ func restore(e *apptest.Env, token string, cookies []*http.Cookie) *apptest.Resp
 // session signed in within the last 20 minutes; an older one is told to sign in again and nothing
 // happens. Completing a change asked for while fresh needs no second sign-in.
 func TestFreshness_SensitiveChangesNeedARecentSignIn(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		old := e.SignIn("alice@example.com")
 		// Asked for while fresh, completed a little after the window: allowed.
 		e.Clock.Advance(auth.FreshAge - time.Minute)
@@ -62,7 +62,7 @@ func TestFreshness_SensitiveChangesNeedARecentSignIn(t *testing.T) {
 			t.Fatalf("completing a change asked for while fresh: %d %s", r.Status, r.Body)
 		}
 		sent := len(e.Mailer.Messages())
-		for _, r := range []*apptest.Response{
+		for _, r := range []*testkit.Response{
 			e.Post(requestChangePath, map[string]any{"newEmail": "alice3@example.com"}, bearer(old)...),
 			e.Post(changeByLinkPath, map[string]any{"newEmail": "alice3@example.com"}, bearer(old)...),
 			e.Post("/api/account/delete", nil, bearer(old)...),
@@ -95,15 +95,15 @@ func TestFreshness_SensitiveChangesNeedARecentSignIn(t *testing.T) {
 // session is too old; the sign-in page then asks for a new code even though a session exists, and
 // the new session replaces the old one in the browser and in the database.
 func TestFreshness_AccountPageSignsInAgain(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	s := e.SignIn("alice@example.com")
 	origin := http.Header{"Origin": {e.URL}}
-	page := e.Do(apptest.Request{Path: "/account", Cookies: s.Cookies()})
+	page := e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()})
 	if page.Status != 200 || strings.Contains(string(page.Body), `data-testid="reauth"`) || !strings.Contains(string(page.Body), `action="/account/delete"`) {
 		t.Fatalf("fresh account page: %d", page.Status)
 	}
 	e.Clock.Advance(auth.FreshAge + time.Second)
-	page = e.Do(apptest.Request{Path: "/account", Cookies: s.Cookies()})
+	page = e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()})
 	body := string(page.Body)
 	reauth := `href="/auth/sign-in?reauth=1&amp;redirect=%2Faccount"`
 	if page.Status != 200 || strings.Count(body, `data-testid="reauth"`) != 2 || !strings.Contains(body, reauth) ||
@@ -111,14 +111,14 @@ func TestFreshness_AccountPageSignsInAgain(t *testing.T) {
 		t.Fatalf("stale account page: %d %s", page.Status, body)
 	}
 	// A form loaded before the session went stale is refused the same way, with and without htmx.
-	post := func(path string, form url.Values, htmx bool) *apptest.Response {
+	post := func(path string, form url.Values, htmx bool) *testkit.Response {
 		h := origin.Clone()
 		if htmx {
 			h.Set("HX-Request", "true")
 		}
-		return e.Do(apptest.Request{Method: "POST", Path: path, Body: form.Encode(), ContentType: "application/x-www-form-urlencoded", Cookies: s.Cookies(), Header: h})
+		return e.Do(testkit.Request{Method: "POST", Path: path, Body: form.Encode(), ContentType: "application/x-www-form-urlencoded", Cookies: s.Cookies(), Header: h})
 	}
-	for _, r := range []*apptest.Response{
+	for _, r := range []*testkit.Response{
 		post("/account/email", url.Values{"newEmail": {"new@example.com"}}, true),
 		post("/account/email", url.Values{"newEmail": {"new@example.com"}}, false),
 		post("/account/delete", url.Values{"confirm": {"yes"}}, false),
@@ -132,10 +132,10 @@ func TestFreshness_AccountPageSignsInAgain(t *testing.T) {
 	}
 	// Without reauth the sign-in page sends a signed-in person on; with it, it asks for a code,
 	// the address filled in.
-	if r := e.Do(apptest.Request{Path: "/auth/sign-in?redirect=%2Faccount", Cookies: s.Cookies()}); r.Status != http.StatusSeeOther {
+	if r := e.Do(testkit.Request{Path: "/auth/sign-in?redirect=%2Faccount", Cookies: s.Cookies()}); r.Status != http.StatusSeeOther {
 		t.Fatalf("sign-in page while signed in: %d", r.Status)
 	}
-	r := e.Do(apptest.Request{Path: "/auth/sign-in?reauth=1&redirect=%2Faccount", Cookies: s.Cookies()})
+	r := e.Do(testkit.Request{Path: "/auth/sign-in?reauth=1&redirect=%2Faccount", Cookies: s.Cookies()})
 	if r.Status != 200 || !strings.Contains(string(r.Body), "Confirm it") || !strings.Contains(string(r.Body), `value="alice@example.com"`) {
 		t.Fatalf("reauth page: %d %s", r.Status, r.Body)
 	}
@@ -146,7 +146,7 @@ func TestFreshness_AccountPageSignsInAgain(t *testing.T) {
 	}
 	expectNoSession(t, getSession(e, nil, bearer(s)...))
 	fresh := []*http.Cookie{{Name: "auth.session_token", Value: r.Cookie("auth.session_token").Value}}
-	page = e.Do(apptest.Request{Path: "/account", Cookies: fresh})
+	page = e.Do(testkit.Request{Path: "/account", Cookies: fresh})
 	if page.Status != 200 || strings.Contains(string(page.Body), `data-testid="reauth"`) {
 		t.Fatalf("account page after signing in again: %d", page.Status)
 	}
@@ -156,7 +156,7 @@ func TestFreshness_AccountPageSignsInAgain(t *testing.T) {
 // restore link their first address received to take it back from the owner: restoring voids the
 // links of every later change. In the other order the owner's older link still wins.
 func TestRestore_LaterLinksDieWithARestore(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		thief := e.SignIn("victim@example.com")
 		ownerLink := changeByCode(t, e, thief, "victim@example.com", "thief1@example.com")
 		e.Clock.Advance(time.Minute)
@@ -197,7 +197,7 @@ func TestRestore_LaterLinksDieWithARestore(t *testing.T) {
 // address back and undoes the deletion. The restore page leaves a browser signed in to another
 // account alone, and signs out a browser whose session it ended.
 func TestRestore_UndoesADeletion(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		thief, link := takeOverAndDelete(t, e)
 		notice := e.Mailer.Last(mail.KindFormerAddressDeleted, "victim@example.com")
 		if !strings.Contains(notice.Text, "thief@example.com") || !strings.Contains(notice.Text, "restore link") {
@@ -240,7 +240,7 @@ func TestRestore_UndoesADeletion(t *testing.T) {
 // cannot bring back an account past its grace, and the notice to the old address says when it
 // stops working.
 func TestRestore_NotPastTheGracePeriod(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		thief, link := takeOverAndDelete(t, e)
 		purgeDay := mail.DateText(e.Clock.Now().Add(2 * time.Hour))
 		if notice := e.Mailer.Last(mail.KindFormerAddressDeleted, "victim@example.com"); !strings.Contains(notice.Text, "It works until "+purgeDay) {
@@ -256,5 +256,5 @@ func TestRestore_NotPastTheGracePeriod(t *testing.T) {
 		if u := userOf(t, e, thief.UserID); !u.DeletedAt.Valid || u.Email != "thief@example.com" {
 			t.Fatalf("an account past its grace came back: %+v", u)
 		}
-	}, apptest.WithDeletionGrace(2*time.Hour))
+	}, testkit.WithDeletionGrace(2*time.Hour))
 }

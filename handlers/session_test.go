@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
@@ -34,16 +34,16 @@ type sessionBody struct {
 }
 
 // getSession reads the session with the given cookies and header pairs.
-func getSession(e *apptest.Env, cookies []*http.Cookie, header ...string) *apptest.Response {
+func getSession(e *testkit.Env, cookies []*http.Cookie, header ...string) *testkit.Response {
 	h := http.Header{}
 	for i := 0; i+1 < len(header); i += 2 {
 		h.Add(header[i], header[i+1])
 	}
-	return e.Do(apptest.Request{Path: getSessionPath, Cookies: cookies, Header: h})
+	return e.Do(testkit.Request{Path: getSessionPath, Cookies: cookies, Header: h})
 }
 
 // expectSession fails unless r is a session of userID, and returns it.
-func expectSession(t *testing.T, r *apptest.Response, userID string) sessionBody {
+func expectSession(t *testing.T, r *testkit.Response, userID string) sessionBody {
 	t.Helper()
 	if r.Status != 200 {
 		t.Fatalf("get-session: %d %s", r.Status, r.Body)
@@ -57,7 +57,7 @@ func expectSession(t *testing.T, r *apptest.Response, userID string) sessionBody
 }
 
 // expectNoSession fails unless r is get-session's JSON null.
-func expectNoSession(t *testing.T, r *apptest.Response) {
+func expectNoSession(t *testing.T, r *testkit.Response) {
 	t.Helper()
 	if r.Status != 200 || string(r.Body) != "null" {
 		t.Fatalf("get-session: %d %s, want 200 null", r.Status, r.Body)
@@ -65,7 +65,7 @@ func expectNoSession(t *testing.T, r *apptest.Response) {
 }
 
 func TestGetSession_NullWithoutSession(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		r := e.Get(getSessionPath)
 		expectNoSession(t, r)
 		if r.Header.Get("Cache-Control") != "no-store" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
@@ -76,7 +76,7 @@ func TestGetSession_NullWithoutSession(t *testing.T) {
 
 // Catalogue G60: the session cookie's attributes, and the set-auth-token that mirrors it.
 func TestSession_CookieAttributesAndSetAuthToken(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		raw := s.Response.RawSetCookie("auth.session_token")
 		for _, want := range []string{"max-age=5184000", "path=/", "HttpOnly", "SameSite=Lax"} {
@@ -110,7 +110,7 @@ func TestSession_CookieAttributesAndSetAuthToken(t *testing.T) {
 }
 
 func TestSession_SecureCookiesOverHTTPS(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite, apptest.WithSecure())
+	e := testkit.New(t, testkit.SQLite, testkit.WithSecure())
 	code := e.SendCode("alice@example.com")
 	r := signIn(e, "alice@example.com", code)
 	for _, name := range []string{"__Secure-auth.session_token", "__Secure-auth.session_data"} {
@@ -123,7 +123,7 @@ func TestSession_SecureCookiesOverHTTPS(t *testing.T) {
 
 // Catalogue G61: the stored session holds a hash of the token, never the token.
 func TestSession_TokenIsStoredHashed(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		var sess models.Session
 		if err := e.DB.Take(&sess).Error; err != nil {
@@ -142,7 +142,7 @@ func TestSession_TokenIsStoredHashed(t *testing.T) {
 
 // Catalogue H73, H74: a bearer token is accepted signed (plain or URL-encoded) and raw.
 func TestSession_BearerInBothForms(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		for name, credential := range map[string]string{
 			"signed":             "Bearer " + s.Bearer,
@@ -168,7 +168,7 @@ func TestSession_BearerInBothForms(t *testing.T) {
 
 // Catalogue G66, H74, H76: a tampered, truncated, foreign or malformed credential is no session.
 func TestSession_TamperedCredentialsAreNoSession(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		token, sig, _ := strings.Cut(s.Bearer, ".")
 		flipped := []byte(sig)
@@ -195,7 +195,7 @@ func TestSession_TamperedCredentialsAreNoSession(t *testing.T) {
 		// The raw token is no good as a cookie: cookies must be signed.
 		expectNoSession(t, getSession(e, []*http.Cookie{{Name: "auth.session_token", Value: s.Token}}))
 		// Two Authorization headers are ambiguous and give no session.
-		r := e.Do(apptest.Request{Path: getSessionPath, Header: http.Header{"Authorization": {"Bearer " + s.Bearer, "Bearer " + s.Bearer}}})
+		r := e.Do(testkit.Request{Path: getSessionPath, Header: http.Header{"Authorization": {"Bearer " + s.Bearer, "Bearer " + s.Bearer}}})
 		expectNoSession(t, r)
 		// A token in the query string is ignored (catalogue G67).
 		expectNoSession(t, e.Get(getSessionPath+"?token="+url.QueryEscape(s.Token)))
@@ -203,14 +203,14 @@ func TestSession_TamperedCredentialsAreNoSession(t *testing.T) {
 }
 
 func TestMe_RequiresASession(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		r := e.Get("/api/me")
 		r.ExpectError(t, 401, "UNAUTHORIZED")
 		if string(r.Body) != `{"message":"Unauthorized","code":"UNAUTHORIZED"}` {
 			t.Fatalf("401 body = %s", r.Body)
 		}
 		s := e.SignIn("alice@example.com")
-		r = e.Do(apptest.Request{Path: "/api/me", Cookies: s.Cookies()})
+		r = e.Do(testkit.Request{Path: "/api/me", Cookies: s.Cookies()})
 		var me struct {
 			User struct {
 				ID    string `json:"id"`
@@ -235,11 +235,11 @@ func TestMe_RequiresASession(t *testing.T) {
 // Catalogue G62, H75, I80: signing out ends the session for the cookie, the cookie cache and
 // the bearer token at once.
 func TestSignOut_KillsCookieCacheAndBearer(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		expectSession(t, getSession(e, s.Cookies()), s.UserID)
 
-		r := e.Do(apptest.Request{Method: "POST", Path: "/api/auth/sign-out", JSON: map[string]any{}, Cookies: s.Cookies(),
+		r := e.Do(testkit.Request{Method: "POST", Path: "/api/auth/sign-out", JSON: map[string]any{}, Cookies: s.Cookies(),
 			Header: http.Header{"Origin": {e.URL}}})
 		if r.Status != 200 || string(r.Body) != `{"success":true}` {
 			t.Fatalf("sign-out: %d %s", r.Status, r.Body)
@@ -262,7 +262,7 @@ func TestSignOut_KillsCookieCacheAndBearer(t *testing.T) {
 		s2 := e.SignIn("alice@example.com")
 		e.Post("/api/auth/sign-out", nil, "Authorization", "Bearer "+s2.Bearer)
 		expectNoSession(t, getSession(e, []*http.Cookie{{Name: s2.TokenCookie.Name, Value: s2.TokenCookie.Value}}))
-		if r := e.Do(apptest.Request{Method: "POST", Path: "/api/auth/sign-out"}); r.Status != 200 || string(r.Body) != `{"success":true}` {
+		if r := e.Do(testkit.Request{Method: "POST", Path: "/api/auth/sign-out"}); r.Status != 200 || string(r.Body) != `{"success":true}` {
 			t.Fatalf("anonymous sign-out: %d %s", r.Status, r.Body)
 		}
 	})
@@ -270,7 +270,7 @@ func TestSignOut_KillsCookieCacheAndBearer(t *testing.T) {
 
 // Catalogue I: the cookie cache answers without the database, even while the database is down.
 func TestCookieCache_AnswersWithTheDatabaseUnavailable(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		sqlDB, _ := e.DB.DB()
 		sqlDB.Close()
@@ -293,7 +293,7 @@ func TestCookieCache_AnswersWithTheDatabaseUnavailable(t *testing.T) {
 
 // Catalogue I78-I80: the cache is bound to its session cookie, and a damaged cache is ignored.
 func TestCookieCache_BoundToItsSessionCookie(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		a := e.SignIn("a@example.com")
 		b := e.SignIn("b@example.com")
 		// A's cache next to B's session cookie resolves to B.
@@ -323,13 +323,13 @@ func TestCookieCache_BoundToItsSessionCookie(t *testing.T) {
 // Catalogue I81, G63: a session revoked elsewhere (another instance) stays visible through a
 // browser's cache for at most CookieCacheTTL, never through the database path.
 func TestCookieCache_RevocationLagIsBounded(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		if err := e.DB.Where("user_id = ?", s.UserID).Delete(&models.Session{}).Error; err != nil {
 			t.Fatal(err)
 		}
 		expectSession(t, getSession(e, s.Cookies()), s.UserID) // the documented window
-		expectNoSession(t, e.Do(apptest.Request{Path: getSessionPath + "?disableCookieCache=true", Cookies: s.Cookies()}))
+		expectNoSession(t, e.Do(testkit.Request{Path: getSessionPath + "?disableCookieCache=true", Cookies: s.Cookies()}))
 		e.Clock.Advance(auth.CookieCacheTTL)
 		expectNoSession(t, getSession(e, s.Cookies()))
 	})
@@ -338,7 +338,7 @@ func TestCookieCache_RevocationLagIsBounded(t *testing.T) {
 // Sessions last 60 days from their last refresh; a request a day or more after the last refresh
 // extends them and re-sends the cookie and set-auth-token.
 func TestSession_RefreshAfterOneDay(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		e.Clock.Advance(auth.SessionRefreshAge - time.Second)
 		r := getSession(e, nil, "Authorization", "Bearer "+s.Bearer)
@@ -360,7 +360,7 @@ func TestSession_RefreshAfterOneDay(t *testing.T) {
 		}
 		// ?disableRefresh leaves the expiry alone.
 		e.Clock.Advance(2 * auth.SessionRefreshAge)
-		r = e.Do(apptest.Request{Path: getSessionPath + "?disableRefresh=1", Header: http.Header{"Authorization": {"Bearer " + s.Bearer}}})
+		r = e.Do(testkit.Request{Path: getSessionPath + "?disableRefresh=1", Header: http.Header{"Authorization": {"Bearer " + s.Bearer}}})
 		if b := expectSession(t, r, s.UserID); b.Session.ExpiresAt != want || r.Header.Get("set-auth-token") != "" {
 			t.Fatalf("disableRefresh refreshed: %s", r.Body)
 		}
@@ -369,7 +369,7 @@ func TestSession_RefreshAfterOneDay(t *testing.T) {
 
 // Catalogue G65: a session unused for 60 days is gone; its cookies are expired when presented.
 func TestSession_IdleExpiry(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		e.Clock.Advance(auth.SessionLifetime - time.Second)
 		expectSession(t, getSession(e, nil, "Authorization", "Bearer "+s.Bearer, "X-Test", "1"), s.UserID)
@@ -388,15 +388,15 @@ func TestSession_IdleExpiry(t *testing.T) {
 
 // Catalogue G64: AUTH_SESSION_MAX_AGE ends a session however active it is.
 func TestSession_AbsoluteCap(t *testing.T) {
-	for _, d := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, d := range []string{testkit.SQLite, testkit.Postgres} {
 		t.Run(d, func(t *testing.T) {
-			e := apptest.New(t, d, apptest.WithSessionMaxAge(10*24*time.Hour))
+			e := testkit.New(t, d, testkit.WithSessionMaxAge(10*24*time.Hour))
 			s := e.SignIn("alice@example.com")
 			for day := 1; day < 10; day++ {
 				e.Clock.Advance(24 * time.Hour)
 				r := getSession(e, nil, "Authorization", "Bearer "+s.Bearer)
 				b := expectSession(t, r, s.UserID)
-				cap := apptest.Start.Add(10 * 24 * time.Hour).Format("2006-01-02T15:04:05.000Z")
+				cap := testkit.Start.Add(10 * 24 * time.Hour).Format("2006-01-02T15:04:05.000Z")
 				if b.Session.ExpiresAt > cap {
 					t.Fatalf("day %d: expiresAt %s is past the cap %s", day, b.Session.ExpiresAt, cap)
 				}
@@ -410,10 +410,10 @@ func TestSession_AbsoluteCap(t *testing.T) {
 // Catalogue B24, G66: signing in never adopts a session cookie that was already in the browser
 // (session fixation): an attacker who plants their own valid session cookie gains nothing.
 func TestSession_PlantedCookieIsNotAdopted(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		attacker := e.SignIn("mallory@example.com")
 		code := e.SendCode("alice@example.com")
-		r := e.Do(apptest.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "alice@example.com", "otp": code},
+		r := e.Do(testkit.Request{Method: "POST", Path: signInPath, JSON: map[string]any{"email": "alice@example.com", "otp": code},
 			Cookies: attacker.Cookies(), Header: http.Header{"Origin": {e.URL}}})
 		var body struct {
 			Token string

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 
@@ -14,7 +14,7 @@ import (
 )
 
 // purchase stores a guest purchase made before any account existed.
-func purchase(t *testing.T, e *apptest.Env, email, product string) models.Purchase {
+func purchase(t *testing.T, e *testkit.Env, email, product string) models.Purchase {
 	t.Helper()
 	p := models.Purchase{ID: uuid.NewString(), Email: email, Product: product, PurchasedAt: e.Clock.Now(), CreatedAt: e.Clock.Now()}
 	if err := e.DB.Create(&p).Error; err != nil {
@@ -26,7 +26,7 @@ func purchase(t *testing.T, e *apptest.Env, email, product string) models.Purcha
 // The first verification creates the account with its UserData, links earlier purchases and
 // sends one welcome e-mail; later sign-ins do none of that again.
 func TestSignUp_EffectsHappenOnce(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		p1 := purchase(t, e, "new@example.com", "Pro plan")
 		p2 := purchase(t, e, "new@example.com", "Stickers")
 		other := purchase(t, e, "someone@example.com", "Pro plan")
@@ -58,7 +58,7 @@ func TestSignUp_EffectsHappenOnce(t *testing.T) {
 // Catalogue B25: parallel first verifications for one new address end in one account, with its
 // effects run once.
 func TestSignUp_ParallelFirstVerificationsMakeOneAccount(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		purchase(t, e, "twin@example.com", "Pro plan")
 		for round := 0; round < 5; round++ {
 			code := e.SendCode("twin@example.com")
@@ -101,7 +101,7 @@ func TestSignUp_ParallelFirstVerificationsMakeOneAccount(t *testing.T) {
 
 // A failed welcome e-mail does not undo the sign-up.
 func TestSignUp_WelcomeFailureKeepsTheAccount(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		e.Mailer.FailKind(mail.KindWelcome, errors.New("provider down"))
 		s := e.SignIn("alice@example.com")
 		if n := e.Count(&models.User{}); n != 1 {
@@ -114,7 +114,7 @@ func TestSignUp_WelcomeFailureKeepsTheAccount(t *testing.T) {
 // The answer never waits on the mailer: when it fails, the code e-mail stays queued and is
 // delivered once the mailer works again (catalogue R4).
 func TestSendCode_MailerFailureIsRetried(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		e.Mailer.FailKind(mail.KindSignInCode, errors.New("provider down"))
 		r := e.Post(sendPath, map[string]any{"email": "alice@example.com", "type": "sign-in"})
 		if r.Status != 200 {
@@ -138,7 +138,7 @@ func TestSendCode_MailerFailureIsRetried(t *testing.T) {
 // A soft-deleted account is restored by signing in during its grace period, rather than being
 // shadowed by a second account for the same address.
 func TestSignIn_RestoresSoftDeletedAccount(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		if err := e.DB.Where("id = ?", s.UserID).Delete(&models.User{}).Error; err != nil {
 			t.Fatal(err)

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
 // expectUnavailable fails the test unless r is the 503 of a database that cannot serve: the
 // fixed JSON body, Retry-After, and nothing of the cause.
-func expectUnavailable(t *testing.T, r *apptest.Response) {
+func expectUnavailable(t *testing.T, r *testkit.Response) {
 	t.Helper()
 	r.ExpectError(t, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
 	if string(r.Body) != `{"message":"Service temporarily unavailable","code":"SERVICE_UNAVAILABLE"}` {
@@ -26,7 +26,7 @@ func expectUnavailable(t *testing.T, r *apptest.Response) {
 
 // unavailableRound sends one of each kind of request that needs the database, while it is down,
 // and checks each is a 503 (JSON under /api, the friendly page elsewhere), never a 500.
-func unavailableRound(t *testing.T, e *apptest.Env, s apptest.Session) {
+func unavailableRound(t *testing.T, e *testkit.Env, s testkit.Session) {
 	t.Helper()
 	expectUnavailable(t, e.Post(sendPath, map[string]any{"email": "bob@example.com", "type": "sign-in"}))
 	expectUnavailable(t, signIn(e, "bob@example.com", "123456"))
@@ -39,13 +39,13 @@ func unavailableRound(t *testing.T, e *apptest.Env, s apptest.Session) {
 		t.Fatalf("readyz with the database down: %d %s", r.Status, r.Body)
 	}
 	// A page says so in words, with the same status; htmx gets the words in the alert region.
-	page := e.Do(apptest.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
+	page := e.Do(testkit.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
 		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}}})
 	if page.Status != http.StatusServiceUnavailable || !strings.Contains(string(page.Body), "try again in a moment") ||
 		page.Header.Get("Retry-After") == "" {
 		t.Fatalf("page with the database down: %d, Retry-After %q\n%s", page.Status, page.Header.Get("Retry-After"), page.Body)
 	}
-	htmx := e.Do(apptest.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
+	htmx := e.Do(testkit.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
 		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Hx-Request": {"true"}}})
 	if htmx.Status != http.StatusServiceUnavailable || !strings.Contains(string(htmx.Body), "try again in a moment") {
 		t.Fatalf("htmx with the database down: %d\n%s", htmx.Status, htmx.Body)
@@ -57,8 +57,8 @@ func unavailableRound(t *testing.T, e *apptest.Env, s apptest.Session) {
 // a 503 with Retry-After, the pages a friendly page with the same status, readiness fails; when the
 // server is back, everything works again.
 func TestDatabaseDown_ServiceUnavailable(t *testing.T) {
-	proxy := apptest.NewDBProxy(t)
-	e := apptest.New(t, apptest.Postgres, apptest.WithDatabaseURL(proxy.Rewrite))
+	proxy := testkit.NewDBProxy(t)
+	e := testkit.New(t, testkit.Postgres, testkit.WithDatabaseURL(proxy.Rewrite))
 	s := e.SignIn("alice@example.com")
 
 	proxy.Down()
@@ -79,7 +79,7 @@ func TestDatabaseDown_ServiceUnavailable(t *testing.T) {
 // The embedded database unavailable: its pool closed, as while the process stops. Every request
 // that needs it is a 503, not a 500.
 func TestDatabaseClosed_ServiceUnavailable(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		sqlDB, _ := e.DB.DB()
 		sqlDB.Close()
@@ -91,11 +91,11 @@ func TestDatabaseClosed_ServiceUnavailable(t *testing.T) {
 // requests that meet a dead connection are 503s, never 500s, and the dead connections are not
 // handed out again: the requests after them succeed.
 func TestDatabaseRestart_TerminatedConnections(t *testing.T) {
-	role, asRole := apptest.PostgresRole(t)
-	e := apptest.New(t, apptest.Postgres, asRole)
+	role, asRole := testkit.PostgresRole(t)
+	e := testkit.New(t, testkit.Postgres, asRole)
 	s := e.SignIn("alice@example.com")
 	for round := 0; round < 3; round++ {
-		if n := apptest.TerminateBackends(t, role); n == 0 {
+		if n := testkit.TerminateBackends(t, role); n == 0 {
 			t.Fatal("no connection of the service to end")
 		}
 		failed := 0
@@ -126,16 +126,16 @@ func TestDatabaseRestart_TerminatedConnections(t *testing.T) {
 // (which keep the read-only default they started with) are dropped at their first refused write
 // instead of failing every write until they age out.
 func TestDatabaseReadOnly_PostgreSQL(t *testing.T) {
-	role, asRole := apptest.PostgresRole(t)
-	e := apptest.New(t, apptest.Postgres, asRole)
+	role, asRole := testkit.PostgresRole(t)
+	e := testkit.New(t, testkit.Postgres, asRole)
 	s := e.SignIn("alice@example.com")
-	admin := apptest.Admin(t)
+	admin := testkit.Admin(t)
 
 	// A failover to a read-only server: the connections end, and new ones are read-only.
 	if err := admin.Exec("ALTER ROLE " + role + " SET default_transaction_read_only = on").Error; err != nil {
 		t.Fatal(err)
 	}
-	apptest.TerminateBackends(t, role)
+	testkit.TerminateBackends(t, role)
 	for i := 0; i < 4; i++ {
 		if r := e.Get("/readyz"); r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("readyz on a read-only database: %d %s", r.Status, r.Body)
@@ -179,7 +179,7 @@ func TestDatabaseReadOnly_PostgreSQL(t *testing.T) {
 // The embedded database read-only (its connection set query_only, as a read-only file would be):
 // readiness fails and writes are 503s; reads go on.
 func TestDatabaseReadOnly_SQLite(t *testing.T) {
-	e := apptest.New(t, apptest.SQLite)
+	e := testkit.New(t, testkit.SQLite)
 	s := e.SignIn("alice@example.com")
 	if err := e.DB.Exec("PRAGMA query_only = 1").Error; err != nil {
 		t.Fatal(err)
@@ -205,8 +205,8 @@ func TestDatabaseReadOnly_SQLite(t *testing.T) {
 // retrying it would fail as a wrong code. (The embedded SQLite database runs in the process, so an
 // acknowledgement cannot be lost there.)
 func TestVerify_CommitAcknowledgementLost(t *testing.T) {
-	proxy := apptest.NewDBProxy(t)
-	e := apptest.New(t, apptest.Postgres, apptest.WithDatabaseURL(proxy.Rewrite))
+	proxy := testkit.NewDBProxy(t)
+	e := testkit.New(t, testkit.Postgres, testkit.WithDatabaseURL(proxy.Rewrite))
 
 	code := e.SendCode("alice@example.com")
 	proxy.CutAfterCommit(false)
@@ -234,7 +234,7 @@ func TestVerify_CommitAcknowledgementLost(t *testing.T) {
 	// The page says the same in its own words, with the status and Retry-After.
 	pageCode := e.SendCode("carol@example.com")
 	proxy.CutAfterCommit(true)
-	page := e.Do(apptest.Request{Method: "POST", Path: "/auth/verify", Body: "mode=sign-in&email=carol%40example.com&otp=" + pageCode,
+	page := e.Do(testkit.Request{Method: "POST", Path: "/auth/verify", Body: "mode=sign-in&email=carol%40example.com&otp=" + pageCode,
 		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Hx-Request": {"true"}}})
 	if page.Status != http.StatusServiceUnavailable || page.Header.Get("Retry-After") == "" || !strings.Contains(string(page.Body), "Send a new code") {
 		t.Fatalf("the page of an unconfirmed sign-in: %d, Retry-After %q\n%s", page.Status, page.Header.Get("Retry-After"), page.Body)
@@ -255,7 +255,7 @@ func TestVerify_CommitAcknowledgementLost(t *testing.T) {
 }
 
 // userIDOf reads the user id of a sign-in answer.
-func userIDOf(t *testing.T, r *apptest.Response) string {
+func userIDOf(t *testing.T, r *testkit.Response) string {
 	t.Helper()
 	var b struct {
 		User struct {

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 )
 
 const updateUserPath = "/api/auth/update-user"
 
 func TestUpdateUser_ChangesTheName(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
-		r := e.Do(apptest.Request{Method: "POST", Path: updateUserPath, JSON: map[string]any{"name": "Alice Liddell"}, Cookies: s.Cookies(),
+		r := e.Do(testkit.Request{Method: "POST", Path: updateUserPath, JSON: map[string]any{"name": "Alice Liddell"}, Cookies: s.Cookies(),
 			Header: http.Header{"Origin": {e.URL}}})
 		if r.Status != 200 || string(r.Body) != `{"status":true}` {
 			t.Fatalf("update-user: %d %s", r.Status, r.Body)
@@ -63,7 +63,7 @@ func TestUpdateUser_ChangesTheName(t *testing.T) {
 }
 
 func TestUpdateUser_RefusesBadInput(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("alice@example.com")
 		bearer := []string{"Authorization", "Bearer " + s.Bearer}
 		e.Post(updateUserPath, map[string]any{"name": "x"}).ExpectError(t, 401, "UNAUTHORIZED")
@@ -93,7 +93,7 @@ func TestUpdateUser_RefusesBadInput(t *testing.T) {
 // ASVS 2.2.1: the name given at sign-up is held to the same rules, before the code is looked at:
 // a refused name spends no attempt and creates nothing.
 func TestSignIn_InvisibleNameIsRefused(t *testing.T) {
-	apptest.ForEachDB(t, func(t *testing.T, e *apptest.Env) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		code := e.SendCode("new@example.com")
 		for _, name := range []string{"\u200b", "\ufeff\ufeff", "\u3164", "Ada\U000E0041"} {
 			r := e.Post(signInPath, map[string]any{"email": "new@example.com", "otp": code, "name": name})

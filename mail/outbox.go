@@ -16,20 +16,33 @@ import (
 	"codeauth/models"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 )
 
-// Outbox statuses. A message is pending until it is delivered, dropped or given up; delivered and
-// dropped messages are deleted, so the only other status is that of the record of a message given
-// up (versions before these deletions also kept delivered messages, as "sent", and the prune of
-// records removes those too). Queries on pending rows write the status as a literal (pendingSQL),
-// not a parameter, so that PostgreSQL's generic plans of prepared statements can use the partial
-// index on pending rows.
-const (
-	statusPending   = "pending"
-	statusAbandoned = "abandoned"
-	pendingSQL      = "status = '" + statusPending + "'"
-)
+// Store is the storage the outbox needs, models.Store's outbox statements: the worker's claim,
+// lease and record, and what the service's jobs and tests ask of the queue. Messages are queued
+// by the store's transactions themselves (Prepare gives them the row), inside the change that
+// causes them.
+type Store interface {
+	// ClaimOutbox leases until until at most limit messages due at now, each to one worker only.
+	ClaimOutbox(ctx context.Context, now, until time.Time, limit int) ([]models.OutboxMessage, error)
+	// ExtendOutboxLease moves the lease held until held on to until, on those of ids it is still
+	// on, and returns them.
+	ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error)
+	// DeleteSentOutbox deletes messages delivered.
+	DeleteSentOutbox(ctx context.Context, ids []string) error
+	// DropOutbox deletes messages no longer worth sending, while the lease held is on them.
+	DropOutbox(ctx context.Context, ids []string, held time.Time) error
+	// RescheduleOutbox records a failed delivery to be retried at next, while the lease held is
+	// on the message.
+	RescheduleOutbox(ctx context.Context, id string, held, next time.Time, reason string) error
+	// GiveUpOutbox turns a message into the record of one given up at at, while the lease held
+	// is on it.
+	GiveUpOutbox(ctx context.Context, id string, held, at time.Time, reason string) error
+	// CountDueOutbox counts the pending messages due at now.
+	CountDueOutbox(ctx context.Context, now time.Time) (int64, error)
+	// PruneGivenUpOutbox deletes at most limit records of messages given up before cutoff.
+	PruneGivenUpOutbox(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+}
 
 // Delivery policy of the outbox.
 const (
@@ -65,13 +78,14 @@ func Backoff(attempts int) time.Duration {
 	return min(d, 15*time.Minute)
 }
 
-// Outbox is the durable queue of outgoing e-mail. Enqueue writes a message in the caller's
-// transaction, so an e-mail exists exactly when the change that causes it commits; the worker
+// Outbox is the durable queue of outgoing e-mail. A message (the row Prepare returns) is written
+// in the caller's transaction, so an e-mail exists exactly when the change that causes it
+// commits; the worker
 // delivers it afterwards, retrying with exponential backoff, so the HTTP answer never waits on
 // the provider and a provider outage loses nothing. Deliveries are claimed with an atomic lease,
 // so any number of instances can run workers on one database without sending a message twice.
 type Outbox struct {
-	db      *gorm.DB
+	store   Store
 	mailer  Mailer
 	compose Composer
 	aead    cipher.AEAD
@@ -85,11 +99,11 @@ type Outbox struct {
 	beat time.Duration
 }
 
-// NewOutbox returns an outbox on db delivering through mailer the drafts it renders with compose;
-// key (32 bytes) seals the stored drafts. While the provider refuses the service's credentials, a
-// message is retried for refusedKeyRetry, however many attempts that takes: that is the
-// operator's to fix.
-func NewOutbox(db *gorm.DB, mailer Mailer, compose Composer, key []byte, refusedKeyRetry time.Duration, now func() time.Time, log *slog.Logger) (*Outbox, error) {
+// NewOutbox returns an outbox on store delivering through mailer the drafts it renders with
+// compose; key (32 bytes) seals the stored drafts. While the provider refuses the service's
+// credentials, a message is retried for refusedKeyRetry, however many attempts that takes: that
+// is the operator's to fix.
+func NewOutbox(store Store, mailer Mailer, compose Composer, key []byte, refusedKeyRetry time.Duration, now func() time.Time, log *slog.Logger) (*Outbox, error) {
 	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, err
@@ -104,7 +118,7 @@ func NewOutbox(db *gorm.DB, mailer Mailer, compose Composer, key []byte, refused
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{db: db, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
+	return &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -125,31 +139,21 @@ type EnqueueOptions struct {
 	Withhold bool
 }
 
-// Enqueue stores d in tx for delivery once tx commits; call Kick after the commit to deliver at
-// once. The draft is stored sealed, and rendered when it is delivered.
-func (o *Outbox) Enqueue(tx *gorm.DB, d Draft, opts EnqueueOptions) error {
+// Prepare seals d and returns the row that queues it, due now, for the store to write in the
+// transaction of the change that causes it, so an e-mail exists exactly when that change commits
+// (and, with opts.Supersede, replaces the pending messages of its key there); call Kick after
+// the commit to deliver at once. The draft is stored sealed, and rendered when it is delivered.
+func (o *Outbox) Prepare(d Draft, opts EnqueueOptions) (models.OutboxMessage, error) {
 	now := o.clock()
 	id := uuid.NewString()
 	sealed, err := o.seal(id, d, opts.Withhold)
 	if err != nil {
-		return err
+		return models.OutboxMessage{}, fmt.Errorf("mail: sealing %s: %w", d.Kind, err)
 	}
-	if opts.Supersede != "" {
-		// A message a worker is sending right now is left to finish: it is already on its way.
-		if err := models.Later(tx, `DELETE FROM outbox
- WHERE supersede = ? AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)`,
-			opts.Supersede, now); err != nil {
-			return fmt.Errorf("mail: superseding: %w", err)
-		}
-	}
-	row := models.OutboxMessage{
+	return models.OutboxMessage{
 		ID: id, Kind: string(d.Kind), Recipient: d.To, Supersede: opts.Supersede, Payload: sealed,
-		Status: statusPending, NextAttemptAt: now, ExpiresAt: opts.ExpiresAt, CreatedAt: now,
-	}
-	if err := models.LaterInsert(tx, &row, ""); err != nil {
-		return fmt.Errorf("mail: queueing: %w", err)
-	}
-	return nil
+		Status: models.OutboxPending, NextAttemptAt: now, ExpiresAt: opts.ExpiresAt, CreatedAt: now,
+	}, nil
 }
 
 // Kick wakes the worker to deliver what was just queued.
@@ -322,24 +326,13 @@ func (h hold) holds(id string) bool {
 	return false
 }
 
-// claim takes a lease on up to batchSize due messages with one conditional UPDATE, so that only
-// one worker anywhere gets each. On PostgreSQL, rows another worker is claiming are skipped
-// rather than waited for.
+// claim takes a lease on up to batchSize due messages with one statement (ClaimOutbox), so that
+// only one worker anywhere gets each.
 func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
-	skipLocked := ""
-	if o.db.Dialector.Name() == "postgres" {
-		skipLocked = " FOR UPDATE SKIP LOCKED"
-	}
-	var batch []models.OutboxMessage
-	err := models.NowScan(o.db.WithContext(ctx), &batch, `UPDATE outbox SET locked_until = ?, attempts = attempts + 1
- WHERE id IN (SELECT id FROM outbox WHERE `+pendingSQL+` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
-  ORDER BY next_attempt_at LIMIT ?`+skipLocked+`)
- AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)
- RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`,
-		now.Add(lease), now, now, batchSize, now)
+	batch, err := o.store.ClaimOutbox(ctx, now, now.Add(lease), batchSize)
 	if err != nil {
-		return nil, hold{}, fmt.Errorf("mail: claiming messages: %w", err)
+		return nil, hold{}, err
 	}
 	h := hold{until: now.Add(lease), ids: make([]string, len(batch))}
 	for i, row := range batch {
@@ -384,9 +377,7 @@ func (o *Outbox) extend(ctx context.Context, h hold) hold {
 		return h
 	}
 	until := o.clock().Add(lease)
-	var kept []string
-	err := o.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
-		until, h.ids, h.until).Scan(&kept).Error
+	kept, err := o.store.ExtendOutboxLease(ctx, h.ids, h.until, until)
 	if err != nil {
 		if ctx.Err() == nil {
 			o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
@@ -443,6 +434,7 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, e
 //
 // A delivered message is deleted, not kept: until it is recorded its id is the provider's
 // idempotency key for a retry after a lost answer, and once it is recorded nothing reads it.
+// A message given up keeps a record, for operators (GiveUpOutbox says what it keeps).
 func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
 	var sent, dropped []string
 	for i, row := range batch {
@@ -454,36 +446,28 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 			o.log.WarnContext(ctx, "outbox: the lease of a message ran out while it was being delivered; another worker has it", "kind", row.Kind, "id", row.ID)
 			continue
 		}
-		held := func() *gorm.DB {
-			return o.db.WithContext(ctx).Model(&models.OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", row.ID, statusPending, h.until)
-		}
 		switch outcomes[i] {
 		case outcomeDropped:
 			dropped = append(dropped, row.ID)
 		case outcomeAbandoned:
-			// The record of a message given up keeps what an operator needs to know, and no
-			// secret: the payload goes (it may hold a live code), and so does the supersede key,
-			// which nothing reads once the message has left the queue.
-			if err := held().Updates(map[string]any{"status": statusAbandoned, "payload": []byte{}, "supersede": "", "locked_until": nil,
-				"last_error": truncate(errs[i].Error(), 500), "given_up_at": o.clock()}).Error; err != nil {
-				return fmt.Errorf("mail: recording a message given up: %w", err)
+			if err := o.store.GiveUpOutbox(ctx, row.ID, h.until, o.clock(), errs[i].Error()); err != nil {
+				return err
 			}
 		case outcomeFailed:
 			next := o.clock().Add(Backoff(row.Attempts))
-			if err := held().Updates(map[string]any{"next_attempt_at": next, "locked_until": nil, "last_error": truncate(errs[i].Error(), 500)}).Error; err != nil {
-				return fmt.Errorf("mail: rescheduling: %w", err)
+			if err := o.store.RescheduleOutbox(ctx, row.ID, h.until, next, errs[i].Error()); err != nil {
+				return err
 			}
 		}
 	}
 	if len(dropped) > 0 {
-		if err := o.db.WithContext(ctx).Where("id IN ? AND status = ? AND locked_until = ?", dropped, statusPending, h.until).
-			Delete(&models.OutboxMessage{}).Error; err != nil {
-			return fmt.Errorf("mail: dropping messages: %w", err)
+		if err := o.store.DropOutbox(ctx, dropped, h.until); err != nil {
+			return err
 		}
 	}
 	if len(sent) > 0 {
-		if err := o.db.WithContext(ctx).Where("id IN ?", sent).Delete(&models.OutboxMessage{}).Error; err != nil {
-			return fmt.Errorf("mail: recording deliveries: %w", err)
+		if err := o.store.DeleteSentOutbox(ctx, sent); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -553,34 +537,14 @@ type storedDraft struct {
 	Subject, Text, HTML string
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
 // Due counts the pending messages whose delivery is due, claimed by a worker or not.
 func (o *Outbox) Due(ctx context.Context) (int64, error) {
-	var n int64
-	err := o.db.WithContext(ctx).Model(&models.OutboxMessage{}).
-		Where(pendingSQL+" AND next_attempt_at <= ?", o.clock()).Count(&n).Error
-	return n, err
-}
-
-// ForgetGivenUp deletes, inside tx, the records of messages to the recipients that were given up
-// (delivered ones are gone already); messages still waiting are left to be delivered.
-func ForgetGivenUp(tx *gorm.DB, recipients []string) error {
-	return tx.Where("recipient IN ? AND NOT "+pendingSQL, recipients).Delete(&models.OutboxMessage{}).Error
+	return o.store.CountDueOutbox(ctx, o.clock())
 }
 
 // PruneGivenUp deletes at most limit records of messages given up before cutoff, and returns
 // how many it deleted; the caller repeats it until fewer than limit go, so that a large backlog
-// is deleted in short statements. Records without the time they were given up (an earlier
-// version's, delivered ones included) go by the time they were queued. A record never changes,
-// so the rows picked need no second look.
+// is deleted in short statements (PruneGivenUpOutbox).
 func (o *Outbox) PruneGivenUp(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
-	res := o.db.WithContext(ctx).Exec(`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
- WHERE NOT `+pendingSQL+` AND COALESCE(given_up_at, created_at) < ? LIMIT ?)`, cutoff, limit)
-	return res.RowsAffected, res.Error
+	return o.store.PruneGivenUpOutbox(ctx, cutoff, limit)
 }

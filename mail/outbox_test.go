@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
 
@@ -21,22 +21,22 @@ import (
 // test's clock. No worker runs on its own: the tests call DeliverDue themselves.
 type fleet struct {
 	t     *testing.T
-	clock *apptest.Clock
+	clock *testkit.Clock
 	db    *gorm.DB
 	url   string // PostgreSQL's; "" on SQLite
-	logs  *apptest.SyncBuffer
+	logs  *testkit.SyncBuffer
 }
 
 // eachDB runs fn on a fresh, migrated database of each kind.
 func eachDB(t *testing.T, fn func(t *testing.T, f *fleet)) {
-	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, dialect := range []string{testkit.SQLite, testkit.Postgres} {
 		t.Run(dialect, func(t *testing.T) {
-			clock := apptest.NewClock(apptest.Start)
+			clock := testkit.NewClock(testkit.Start)
 			opts := models.Options{SQLitePath: filepath.Join(t.TempDir(), "db.sqlite"), Now: clock.Now}
-			if dialect == apptest.Postgres {
-				opts = models.Options{DatabaseURL: apptest.PostgresURL(t), Now: clock.Now}
+			if dialect == testkit.Postgres {
+				opts = models.Options{DatabaseURL: testkit.PostgresURL(t), Now: clock.Now}
 			}
-			f := &fleet{t: t, clock: clock, url: opts.DatabaseURL, logs: &apptest.SyncBuffer{}}
+			f := &fleet{t: t, clock: clock, url: opts.DatabaseURL, logs: &testkit.SyncBuffer{}}
 			f.db = f.open(opts)
 			if err := models.Migrate(context.Background(), f.db); err != nil {
 				t.Fatal(err)
@@ -70,7 +70,11 @@ func (f *fleet) instance(m mail.Mailer) *mail.Outbox {
 	if f.url != "" {
 		db = f.open(models.Options{DatabaseURL: f.url, Now: f.clock.Now})
 	}
-	o, err := mail.NewOutbox(db, m, composer, make([]byte, 32), time.Hour, f.clock.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
+	store, err := models.NewStore(db)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := mail.NewOutbox(store, m, composer, make([]byte, 32), time.Hour, f.clock.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -83,8 +87,12 @@ var composer = mail.Composer{SiteName: "Acme", SiteURL: "https://auth.acme.test"
 func (f *fleet) enqueue(o *mail.Outbox, to string) {
 	f.t.Helper()
 	d, err := composer.Welcome(to)
+	var row models.OutboxMessage
 	if err == nil {
-		err = f.db.Transaction(func(tx *gorm.DB) error { return o.Enqueue(tx, d, mail.EnqueueOptions{}) })
+		row, err = o.Prepare(d, mail.EnqueueOptions{})
+	}
+	if err == nil {
+		err = f.db.Create(&row).Error
 	}
 	if err != nil {
 		f.t.Fatal(err)
@@ -95,7 +103,7 @@ func (f *fleet) enqueue(o *mail.Outbox, to string) {
 func (f *fleet) pending() int64 {
 	f.t.Helper()
 	var n int64
-	if err := f.db.Model(&models.OutboxMessage{}).Where("status = ?", "pending").Count(&n).Error; err != nil {
+	if err := f.db.Model(&models.OutboxMessage{}).Where("status = ?", models.OutboxPending).Count(&n).Error; err != nil {
 		f.t.Fatal(err)
 	}
 	return n
@@ -217,12 +225,12 @@ func deliver(t *testing.T, o *mail.Outbox) <-chan mail.DeliveryReport {
 func TestOutbox_AnotherInstanceTakesOverFromACrashedOne(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		ctx := context.Background()
-		crashed := f.instance(mail.NewMemory())
+		crashed := f.instance(testkit.NewMemory())
 		f.enqueue(crashed, "alice@example.com")
 		if n, err := crashed.ClaimAndAbandon(ctx); err != nil || n != 1 {
 			t.Fatalf("claimed %d, %v; want the one message", n, err)
 		}
-		got := mail.NewMemory()
+		got := testkit.NewMemory()
 		survivor := f.instance(got)
 		f.clock.Advance(9 * time.Second)
 		if r, err := survivor.DeliverDue(ctx); err != nil || r != (mail.DeliveryReport{}) {
@@ -253,7 +261,7 @@ func TestOutbox_HeartbeatKeepsASlowDeliveryItsOwn(t *testing.T) {
 		slow := newGate()
 		busy := f.instance(slow)
 		busy.SetHeartbeat(time.Millisecond)
-		idle := mail.NewMemory()
+		idle := testkit.NewMemory()
 		other := f.instance(idle)
 		f.enqueue(busy, "alice@example.com")
 		done := deliver(t, busy)
@@ -305,7 +313,7 @@ func TestOutbox_LostLeaseLeavesTheNewHolderAlone(t *testing.T) {
 			if after := f.state(m.ID); after != before {
 				t.Fatalf("after the paused worker's failure (%v) the message is\n  %s\nwhile its new holder had it as\n  %s", failure, after, before)
 			}
-			if r, err := f.instance(mail.NewMemory()).DeliverDue(context.Background()); err != nil || r != (mail.DeliveryReport{}) {
+			if r, err := f.instance(testkit.NewMemory()).DeliverDue(context.Background()); err != nil || r != (mail.DeliveryReport{}) {
 				t.Fatalf("a third instance: %+v, %v; want nothing done while the second holds the message", r, err)
 			}
 			holder.release <- nil
@@ -325,7 +333,7 @@ func TestOutbox_LostLeaseLeavesTheNewHolderAlone(t *testing.T) {
 func TestOutbox_LateHeartbeatTakesNothingBack(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		ctx := context.Background()
-		first, second := f.instance(mail.NewMemory()), f.instance(mail.NewMemory())
+		first, second := f.instance(testkit.NewMemory()), f.instance(testkit.NewMemory())
 		f.enqueue(first, "alice@example.com")
 		var id, before string
 		err := first.ClaimStallAndFail(ctx, func() {

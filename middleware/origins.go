@@ -2,9 +2,12 @@ package middleware
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"path"
 	"strings"
+
+	"codeauth/handlers/betterauth/credential"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -13,27 +16,18 @@ import (
 // and plain local development.
 var AlwaysTrustedOrigins = []string{"capacitor://localhost", "ionic://localhost", "http://localhost"}
 
-// OriginError is a refused origin or redirect target; the handlers answer it with Status and
-// Code.
-type OriginError struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-// Error is the message of the refusal.
-func (e *OriginError) Error() string { return e.Message }
-
-// The refusals of the origin checks (better-auth's codes).
+// The refusals of the origin checks. They say what was refused; the HTTP layer answers each
+// (handlers/betterauth gives them better-auth's statuses and codes).
 var (
-	ErrMissingOrigin        = &OriginError{fiber.StatusForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin"}
-	ErrInvalidOrigin        = &OriginError{fiber.StatusForbidden, "INVALID_ORIGIN", "Invalid origin"}
-	ErrCrossSiteNavigation  = &OriginError{fiber.StatusForbidden, "CROSS_SITE_NAVIGATION_LOGIN_BLOCKED", "Cross-site navigation login blocked. This request appears to be a CSRF attack."}
-	ErrInvalidCallbackURL   = &OriginError{fiber.StatusForbidden, "INVALID_CALLBACK_URL", "Invalid callbackURL"}
-	ErrInvalidRedirectURL   = &OriginError{fiber.StatusForbidden, "INVALID_REDIRECT_URL", "Invalid redirectURL"}
-	ErrInvalidErrorCallback = &OriginError{fiber.StatusForbidden, "INVALID_ERROR_CALLBACK_URL", "Invalid errorCallbackURL"}
-	ErrInvalidNewUserURL    = &OriginError{fiber.StatusForbidden, "INVALID_NEW_USER_CALLBACK_URL", "Invalid newUserCallbackURL"}
-	errCallbackNotString    = &OriginError{fiber.StatusBadRequest, "VALIDATION_ERROR", "Invalid callbackURL: expected a string"}
+	ErrMissingOrigin        = errors.New("middleware: missing or null origin")
+	ErrInvalidOrigin        = errors.New("middleware: invalid origin")
+	ErrCrossSiteNavigation  = errors.New("middleware: cross-site navigation login blocked")
+	ErrInvalidCallbackURL   = errors.New("middleware: invalid callbackURL")
+	ErrInvalidRedirectURL   = errors.New("middleware: invalid redirectTo")
+	ErrInvalidErrorCallback = errors.New("middleware: invalid errorCallbackURL")
+	ErrInvalidNewUserURL    = errors.New("middleware: invalid newUserCallbackURL")
+	// ErrRedirectNotString is a redirect field of a JSON body that is not a string.
+	ErrRedirectNotString = errors.New("middleware: redirect target is not a string")
 )
 
 // originPattern is one trusted origin. Web origins match exactly (scheme, host and port; the
@@ -173,17 +167,17 @@ func hasDotSegment(p string) bool {
 // CheckOrigin returns the origin and CSRF check for state-changing requests (anything but GET,
 // HEAD and OPTIONS), as better-auth does it:
 //   - with a Cookie header, Origin (or Referer) must be a trusted origin: missing or "null" is
-//     MISSING_OR_NULL_ORIGIN, anything else INVALID_ORIGIN. Expo clients' expo-origin header
+//     ErrMissingOrigin, anything else ErrInvalidOrigin. Expo clients' expo-origin header
 //     stands in for a missing Origin. "Origin: null" from a same-origin page (Sec-Fetch-Site:
 //     same-origin, e.g. under Referrer-Policy: no-referrer) is accepted;
 //   - without cookies, a request carrying a bearer token is not checked (native apps, back ends);
 //   - any other cookieless request that shows browser signs (Sec-Fetch-Site, Origin or Referer)
 //     must come from a trusted origin too, which stops login CSRF and cross-site code requests, and a
-//     cross-site navigation is CROSS_SITE_NAVIGATION_LOGIN_BLOCKED. Requests without any of them
+//     cross-site navigation is ErrCrossSiteNavigation. Requests without any of them
 //     (curl, native apps) pass.
 //
 // It also checks the redirect targets in the query string (callbackURL, redirectTo,
-// errorCallbackURL, newUserCallbackURL) against SafeRedirect: 403 INVALID_CALLBACK_URL and
+// errorCallbackURL, newUserCallbackURL) against SafeRedirect: ErrInvalidCallbackURL and
 // friends. The same fields in a JSON body are checked by CheckRedirectFields.
 func (o *Origins) CheckOrigin() fiber.Handler {
 	return func(c *fiber.Ctx) error {
@@ -240,7 +234,7 @@ func (o *Origins) CheckOrigin() fiber.Handler {
 // refusal each gets.
 var redirectFields = []struct {
 	name string
-	err  *OriginError
+	err  error
 }{
 	{"callbackURL", ErrInvalidCallbackURL},
 	{"redirectTo", ErrInvalidRedirectURL},
@@ -264,7 +258,8 @@ func (o *Origins) checkRedirects(c *fiber.Ctx) error {
 }
 
 // CheckRedirectFields checks the redirect fields of a parsed JSON body (raw values by field
-// name): 403 with the field's code for an unsafe target, 400 for a value that is not a string.
+// name): the field's error for an unsafe target, ErrRedirectNotString for a value that is not a
+// string.
 func (o *Origins) CheckRedirectFields(fields map[string]json.RawMessage) error {
 	for _, f := range redirectFields {
 		raw, ok := fields[f.name]
@@ -273,7 +268,7 @@ func (o *Origins) CheckRedirectFields(fields map[string]json.RawMessage) error {
 		}
 		var s string
 		if json.Unmarshal(raw, &s) != nil {
-			return errCallbackNotString
+			return ErrRedirectNotString
 		}
 		if !o.SafeRedirect(s) {
 			return f.err
@@ -297,7 +292,7 @@ func (o *Origins) CORS() fiber.Handler {
 		}
 		c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
 		c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
-		exposeHeader(c, SetAuthTokenHeader)
+		exposeHeader(c, credential.SetAuthTokenHeader)
 		if c.Method() == fiber.MethodOptions && c.Get(fiber.HeaderAccessControlRequestMethod) != "" {
 			c.Set(fiber.HeaderAccessControlAllowMethods, "GET, POST, OPTIONS")
 			if h := c.Get(fiber.HeaderAccessControlRequestHeaders); h != "" {

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"testing"
+
+	"codeauth/internal/testkit/vectors"
 )
 
 func testOrigins() *Origins {
@@ -57,7 +59,7 @@ func TestSafeRedirect(t *testing.T) {
 			t.Errorf("SafeRedirect(%q) = false", s)
 		}
 	}
-	for _, s := range OpenRedirectVectors {
+	for _, s := range vectors.OpenRedirect {
 		if o.SafeRedirect(s) {
 			t.Errorf("SafeRedirect(%q) = true", s)
 		}
@@ -72,7 +74,7 @@ func TestSafeNext(t *testing.T) {
 			t.Errorf("SafeNext(%q) = %q", s, got)
 		}
 	}
-	for _, s := range OpenRedirectVectors {
+	for _, s := range vectors.OpenRedirect {
 		if got := SafeNext(s); got != "" {
 			t.Errorf("SafeNext(%q) = %q, want it dropped", s, got)
 		}
@@ -89,7 +91,7 @@ func TestSafeNext(t *testing.T) {
 // service's page, resolving an accepted target, stays on the service's origin or lands on a
 // configured one (catalogue R13). Browsers read "\\" as "/" in web URLs, so the oracle does too.
 func FuzzSafeRedirect(f *testing.F) {
-	for _, s := range append([]string{"/ok", "https://app.example.com/x", "myapp://callback/x"}, OpenRedirectVectors...) {
+	for _, s := range append([]string{"/ok", "https://app.example.com/x", "myapp://callback/x"}, vectors.OpenRedirect...) {
 		f.Add(s)
 	}
 	o := testOrigins()

@@ -73,6 +73,18 @@ func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler) fiber.Han
 	}
 }
 
+// unavailableRetryAfter is the Retry-After of a 503: about as long as a database restart or a
+// failover takes to begin answering again.
+const unavailableRetryAfter = "5"
+
+// NoteUnavailable does for a 503 what every one gets, whoever writes its body (the error handler,
+// or a page that words it in its own place): a warning with the cause in the log, and
+// Retry-After.
+func NoteUnavailable(c *fiber.Ctx, log *slog.Logger, err error) {
+	log.WarnContext(c.UserContext(), "database unavailable", "method", c.Method(), "path", c.Path(), "error", err)
+	c.Set(fiber.HeaderRetryAfter, unavailableRetryAfter)
+}
+
 // RequestID returns the id of the request ctx belongs to, or "".
 func RequestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey).(string)

@@ -6,33 +6,29 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/handlers/betterauth/credential"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 )
 
-// SetAuthTokenHeader carries the signed session token to bearer clients.
-const SetAuthTokenHeader = "set-auth-token"
-
-// Sessions finds the caller's session from the request and writes session cookies. It owns the
-// cookie names and attributes: <prefix>.session_token holds the signed token (HttpOnly,
-// SameSite=Lax, Path=/, Secure and the __Secure- name prefix over https) and
-// <prefix>.session_data the sealed cookie cache.
+// Sessions finds the caller's session from the request and writes session cookies, in
+// better-auth's format (handlers/betterauth/credential): the token cookie holds the signed token
+// and the data cookie the sealed cookie cache. It owns the cookies' attributes: HttpOnly,
+// SameSite=Lax, Path=/, and Secure over https.
 type Sessions struct {
 	auth        *auth.Service
+	signer      *credential.Signer
 	tokenCookie string
 	dataCookie  string
 	secure      bool
 }
 
-// NewSessions returns the session middleware for the cookie prefix; secure is true when the
-// service is served over https.
-func NewSessions(svc *auth.Service, cookiePrefix string, secure bool) *Sessions {
-	name := cookiePrefix
-	if secure {
-		name = "__Secure-" + name
-	}
-	return &Sessions{auth: svc, tokenCookie: name + ".session_token", dataCookie: name + ".session_data", secure: secure}
+// NewSessions returns the session middleware for the cookie prefix, signing tokens with signer;
+// secure is true when the service is served over https.
+func NewSessions(svc *auth.Service, signer *credential.Signer, cookiePrefix string, secure bool) *Sessions {
+	token, data := credential.CookieNames(cookiePrefix, secure)
+	return &Sessions{auth: svc, signer: signer, tokenCookie: token, dataCookie: data, secure: secure}
 }
 
 // CookieSent reports whether the request carried a session cookie, which marks a browser.
@@ -61,7 +57,7 @@ type Credential struct {
 func (m *Sessions) Credential(c *fiber.Ctx) Credential {
 	var cred Credential
 	if cookie := c.Context().Request.Header.Cookie(m.tokenCookie); len(cookie) > 0 {
-		if token, ok := m.auth.VerifySignedToken(string(cookie)); ok {
+		if token, ok := m.signer.Verify(string(cookie)); ok {
 			cred.CookieToken = token
 		} else {
 			cred.CookieInvalid = true
@@ -74,7 +70,7 @@ func (m *Sessions) Credential(c *fiber.Ctx) Credential {
 	if len(auths) == 1 {
 		v := strings.TrimSpace(string(auths[0]))
 		if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-			if token, ok := m.auth.BearerToken(strings.TrimSpace(v[7:])); ok {
+			if token, ok := m.signer.Bearer(strings.TrimSpace(v[7:])); ok {
 				cred.Token = token
 				return cred
 			}
@@ -158,11 +154,11 @@ func Current(c *fiber.Ctx) *auth.SessionState {
 // Issue writes the session cookie and set-auth-token for st (sign-in, refresh, changes to the
 // account), and with cache the cookie cache too, then remembers st for the rest of the request.
 func (m *Sessions) Issue(c *fiber.Ctx, st *auth.SessionState, cache bool) {
-	signed := m.auth.SignToken(st.Token)
+	signed := m.signer.Sign(st.Token)
 	maxAge := int(m.auth.CookieMaxAge(st).Round(time.Second) / time.Second)
 	m.setCookie(c, m.tokenCookie, url.QueryEscape(signed), maxAge)
-	c.Set(SetAuthTokenHeader, signed)
-	exposeHeader(c, SetAuthTokenHeader)
+	c.Set(credential.SetAuthTokenHeader, signed)
+	exposeHeader(c, credential.SetAuthTokenHeader)
 	if cache {
 		m.setCache(c, st)
 	}

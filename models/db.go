@@ -148,10 +148,10 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// ForUpdate makes q's SELECT lock the rows it reads until the transaction ends, on PostgreSQL.
+// forUpdate makes q's SELECT lock the rows it reads until the transaction ends, on PostgreSQL.
 // SQLite needs no row locks: its transactions take the database's one write lock up front
 // (_txlock=immediate), so they never interleave.
-func ForUpdate(q *gorm.DB) *gorm.DB {
+func forUpdate(q *gorm.DB) *gorm.DB {
 	if q.Dialector.Name() != "postgres" {
 		return q
 	}

@@ -1,30 +1,27 @@
 package models
 
-import "time"
+import "gorm.io/gorm"
+
+// The pipelined transaction and its statements, for the external tests of pipeline_test.go.
+var (
+	Transaction = inTransaction
+	Later       = execLater
+	Now         = execNow
+	LaterInsert = insertLater
+)
+
+// LaterScan is scanLater, for the external tests.
+func LaterScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
+	return scanLater(tx, dest, query, args...)
+}
+
+// NowScan is scanNow, for the external tests.
+func NowScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
+	return scanNow(tx, dest, query, args...)
+}
 
 // Numbered is a written statement as parse numbers it for PostgreSQL, or why it is refused.
 func Numbered(query string) (string, error) {
 	w := parse(query)
 	return w.numbered, w.err
-}
-
-// SessionReadQueue is how many session reads may wait for the database on PostgreSQL.
-const SessionReadQueue = sessionReadQueue
-
-// SessionReadBatch is the most hashes one batch query of the session reads asks for.
-const SessionReadBatch = sessionReadBatch
-
-// SessionReadsInFlight is the most batch queries of the session reads that run at once.
-const SessionReadsInFlight = sessionReadsInFlight
-
-// ErrSessionReadsBusy is the error of a session read past SessionReadQueue.
-var ErrSessionReadsBusy = errSessionReadsBusy
-
-// SetSessionReadTimeout bounds each batch query of the session reads on PostgreSQL to d; it
-// reports false on SQLite, whose reads are not batched.
-func (s *Store) SetSessionReadTimeout(d time.Duration) bool {
-	if s.batch != nil {
-		s.batch.timeout.Store(int64(d))
-	}
-	return s.batch != nil
 }

@@ -137,7 +137,7 @@ type Purchase struct {
 // LockedUntil is a worker's lease on the message, short and extended while the worker delivers
 // it; the id doubles as the provider's idempotency key. The due-message index covers pending rows
 // only, the ones the workers poll all the time. A struct tag cannot name a constant: 'pending'
-// there must stay mail's statusPending. (Databases made by earlier versions also have a sent_at
+// there must stay OutboxPending. (Databases made by earlier versions also have a sent_at
 // column, which nothing reads or writes any more.)
 type OutboxMessage struct {
 	ID            string     `gorm:"type:uuid;primaryKey"`

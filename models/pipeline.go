@@ -22,14 +22,14 @@ import (
 // Pipelined transactions.
 //
 // Most statements of a sign-in are writes whose only result is that they worked: the code, its
-// e-mail, the session. Inside Transaction such statements, handed to Later, are not sent one at a
+// e-mail, the session. Inside inTransaction such statements, handed to execLater, are not sent one at a
 // time. On PostgreSQL they wait and go to the server together, in one round trip, with the next
-// statement whose result is read (Now, NowScan, or any ordinary GORM statement, which sends what
-// waits first) or with the COMMIT; LaterScan's rows come back with them. They still run in the
+// statement whose result is read (execNow, scanNow, or any ordinary GORM statement, which sends what
+// waits first) or with the COMMIT; scanLater's rows come back with them. They still run in the
 // order they were given and in one transaction, so only the number of round trips changes: a
 // sign-in's transaction takes two instead of nine.
 // An error of a waiting statement is reported by whatever sent it, and fails the transaction.
-// On SQLite, which runs in the process, Later runs the statement at once.
+// On SQLite, which runs in the process, execLater runs the statement at once.
 
 // pipeline is the state of one pipelined transaction on PostgreSQL.
 type pipeline struct {
@@ -43,17 +43,17 @@ type pipeline struct {
 type pendingStatement struct {
 	sql  string
 	vars []any
-	// scan, when set, reads the statement's rows (LaterScan).
+	// scan, when set, reads the statement's rows (scanLater).
 	scan func(pgx.Rows) error
 }
 
 type pipelineKey struct{}
 
-// Transaction runs fn in a transaction, committed when fn returns nil and rolled back otherwise
+// inTransaction runs fn in a transaction, committed when fn returns nil and rolled back otherwise
 // (or when fn panics). fn must use only the tx it is given, and must not start a transaction in it.
 // On PostgreSQL, when the connection breaks after the COMMIT was sent, the error is
 // ErrCommitUnknown: the transaction may have committed.
-func Transaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
+func inTransaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) (err error) {
 	if db.Dialector.Name() != "postgres" {
 		return db.WithContext(ctx).Transaction(fn)
 	}
@@ -153,10 +153,10 @@ func pipelineOf(tx *gorm.DB) *pipeline {
 // them. An argument is a single value (GORM's expansion of a slice for IN does not apply), and
 // writing dialect-neutral SQL is the caller's part.
 
-// Later runs a statement when the transaction next talks to the database, or at once outside a
+// execLater runs a statement when the transaction next talks to the database, or at once outside a
 // pipelined transaction (and on SQLite; on PostgreSQL outside any transaction, see alone). Use
 // it for statements whose only result is success; their errors fail the transaction.
-func Later(tx *gorm.DB, query string, args ...any) error {
+func execLater(tx *gorm.DB, query string, args ...any) error {
 	if err := checkWritten(query, args); err != nil {
 		return err
 	}
@@ -170,9 +170,9 @@ func Later(tx *gorm.DB, query string, args ...any) error {
 	return p.add(query, args, nil)
 }
 
-// Now runs a statement, with every statement waiting before it in the same round trip, and
+// execNow runs a statement, with every statement waiting before it in the same round trip, and
 // returns the rows it affected.
-func Now(tx *gorm.DB, query string, args ...any) (int64, error) {
+func execNow(tx *gorm.DB, query string, args ...any) (int64, error) {
 	if err := checkWritten(query, args); err != nil {
 		return 0, err
 	}
@@ -190,9 +190,9 @@ func Now(tx *gorm.DB, query string, args ...any) (int64, error) {
 	return p.flush(tx.Statement.Context)
 }
 
-// LaterInsert is Later for the INSERT of row, a pointer to a model, with every column of the
+// insertLater is execLater for the INSERT of row, a pointer to a model, with every column of the
 // model's table, followed by suffix (an ON CONFLICT clause, or "").
-func LaterInsert(tx *gorm.DB, row any, suffix string) error {
+func insertLater(tx *gorm.DB, row any, suffix string) error {
 	ins, err := insertOf(tx, row)
 	if err != nil {
 		return err
@@ -201,16 +201,16 @@ func LaterInsert(tx *gorm.DB, row any, suffix string) error {
 	if err != nil {
 		return err
 	}
-	return Later(tx, ins.sql+suffix, values...)
+	return execLater(tx, ins.sql+suffix, values...)
 }
 
-// LaterScan is Later for a statement that returns rows (a SELECT, or a write with RETURNING):
+// scanLater is execLater for a statement that returns rows (a SELECT, or a write with RETURNING):
 // they are scanned into dest when the statement is sent, each column into the field of its name
 // (email_verified into EmailVerified; on PostgreSQL pgx matches names without GORM's tags, so a
 // field renamed with a column tag needs its column named after it with AS).
-// dest must not be read before the transaction has next talked to the database (Now, an ordinary
+// dest must not be read before the transaction has next talked to the database (execNow, an ordinary
 // statement, or the commit); outside a pipelined transaction it is filled at once.
-func LaterScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
+func scanLater[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
 	if err := checkWritten(query, args); err != nil {
 		return err
 	}
@@ -250,11 +250,11 @@ func scanRows[T any](q *gorm.DB, dest *[]T) error {
 	return q.AddError(rows.Err())
 }
 
-// NowScan runs a statement, with every statement waiting before it in the same round trip, and
-// scans the rows it returns into dest (as LaterScan). Outside a pipelined transaction it is
+// scanNow runs a statement, with every statement waiting before it in the same round trip, and
+// scans the rows it returns into dest (as scanLater). Outside a pipelined transaction it is
 // GORM's Scan into a slice, without Scan's cost (scanRows).
-func NowScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
-	if err := LaterScan(tx, dest, query, args...); err != nil {
+func scanNow[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
+	if err := scanLater(tx, dest, query, args...); err != nil {
 		return err
 	}
 	if p := pipelineOf(tx); p != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
+	"codeauth/internal/testkit"
 	"codeauth/models"
 
 	"gorm.io/gorm"
@@ -18,11 +18,11 @@ import (
 
 // openEach runs fn on a fresh, migrated database of each kind.
 func openEach(t *testing.T, fn func(t *testing.T, db *gorm.DB)) {
-	for _, dialect := range []string{apptest.SQLite, apptest.Postgres} {
+	for _, dialect := range []string{testkit.SQLite, testkit.Postgres} {
 		t.Run(dialect, func(t *testing.T) {
 			opts := models.Options{SQLitePath: filepath.Join(t.TempDir(), "db.sqlite")}
-			if dialect == apptest.Postgres {
-				opts = models.Options{DatabaseURL: apptest.PostgresURL(t)}
+			if dialect == testkit.Postgres {
+				opts = models.Options{DatabaseURL: testkit.PostgresURL(t)}
 			}
 			db := open(t, opts)
 			if err := models.Migrate(context.Background(), db); err != nil {
@@ -255,7 +255,7 @@ func TestPipelineCommitsWhatWaited(t *testing.T) {
 // On PostgreSQL a statement handed to Later is not sent on its own: it goes with the next one
 // that is read. An advisory lock shows, from another connection, when it was sent.
 func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
-	db := open(t, models.Options{DatabaseURL: apptest.PostgresURL(t)})
+	db := open(t, models.Options{DatabaseURL: testkit.PostgresURL(t)})
 	const lock = 7426001
 	held := func() bool {
 		var n int64
@@ -290,7 +290,7 @@ func TestPipelineHoldsStatementsBackOnPostgres(t *testing.T) {
 // On PostgreSQL a statement that fails dooms its transaction. If fn goes on and returns nil
 // anyway, the commit is refused, not reported as done.
 func TestPipelineReportsADoomedCommit(t *testing.T) {
-	db := open(t, models.Options{DatabaseURL: apptest.PostgresURL(t)})
+	db := open(t, models.Options{DatabaseURL: testkit.PostgresURL(t)})
 	if err := models.Migrate(context.Background(), db); err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestWrittenStatementsOutsidePipelines(t *testing.T) {
 // as GORM's own statements are: the logger sees them, without their arguments.
 func TestPipelineReportsSlowRoundTrips(t *testing.T) {
 	var logs strings.Builder
-	db := open(t, models.Options{DatabaseURL: apptest.PostgresURL(t),
+	db := open(t, models.Options{DatabaseURL: testkit.PostgresURL(t),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	err := models.Transaction(context.Background(), db, func(tx *gorm.DB) error {
 		_, err := models.Now(tx, "SELECT pg_sleep(0.6) WHERE ? <> ''", "secret-argument")

@@ -1,4 +1,4 @@
-package models_test
+package models
 
 import (
 	"context"
@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/internal/apptest"
-	"codeauth/models"
-
 	"gorm.io/gorm"
 )
 
@@ -22,7 +19,7 @@ import (
 // than once, and tokens that match nothing, all answered right. On PostgreSQL the test also sees
 // that reads did share queries, so it exercises the batches and not one query per read.
 func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		const users, readsEach = 12, 25
 		emails := make([]string, users)
 		hashes := make([]string, users)
@@ -33,7 +30,7 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 			hashes[i], userIDs[i] = addSession(t, db, u).Token, u.ID
 		}
 		signedOut := addSession(t, db, addUser(t, db, "gone@example.com")).Token
-		if _, _, err := st.DeleteSessionByToken(context.Background(), signedOut); err != nil {
+		if _, err := st.EndSession(context.Background(), signedOut); err != nil {
 			t.Fatal(err)
 		}
 		unknown := strings.Repeat("A", len(signedOut))
@@ -55,8 +52,8 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 					case i == users:
 						hash = signedOut
 					}
-					var sess models.Session
-					var user models.User
+					var sess Session
+					var user User
 					reads.Add(1)
 					found, err := st.ReadSession(context.Background(), hash, &sess, &user)
 					got := ""
@@ -99,14 +96,14 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 // query that began before it arrived, nor takes the answer of one (catalogue #75, ASVS 5.0 7.4.1:
 // a signed-out bearer token is refused at once).
 func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		busy := addSession(t, db, addUser(t, db, "busy@example.com")).Token
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		defer func() { stop(); wg.Wait() }()
 		read := func(ctx context.Context, hash string) (bool, error) {
-			var sess models.Session
-			var user models.User
+			var sess Session
+			var user User
 			return st.ReadSession(ctx, hash, &sess, &user)
 		}
 		for range 4 {
@@ -155,8 +152,8 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 			for seen.Load() == 0 && !t.Failed() {
 				runtime.Gosched()
 			}
-			if _, found, err := st.DeleteSessionByToken(ctx, hash); err != nil || !found {
-				t.Fatalf("signing out: %v, %v", found, err)
+			if id, err := st.EndSession(ctx, hash); err != nil || id == "" {
+				t.Fatalf("signing out: %q, %v", id, err)
 			}
 			out.Store(true)
 			for after.Load() < 20 && !t.Failed() {
@@ -177,11 +174,15 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 // up, reads past SessionReadQueue fail at once, as the database's unavailability, instead of
 // queueing without end.
 func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
-	st, db := openStore(t, apptest.Postgres)
+	st := openTestStore(t, Options{DatabaseURL: testPostgresURL(t)})
+	db := st.db
+	if err := Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
 	hash := addSession(t, db, addUser(t, db, "patient@example.com")).Token
 	read := func(ctx context.Context) (bool, error) {
-		var sess models.Session
-		var user models.User
+		var sess Session
+		var user User
 		return st.ReadSession(ctx, hash, &sess, &user)
 	}
 	sqlDB, err := db.DB()
@@ -249,7 +250,7 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 	// Fill the line behind the hung queries: the reads past it are refused at once, while the
 	// others wait.
 	waiting, stopWaiting := context.WithCancel(context.Background())
-	n := models.SessionReadQueue + models.SessionReadsInFlight*models.SessionReadBatch + models.SessionReadBatch
+	n := SessionReadQueue + sessionReadsInFlight*sessionReadBatch + sessionReadBatch
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for range n {
@@ -262,7 +263,7 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 	}
 	select {
 	case err := <-errs:
-		if !errors.Is(err, models.ErrSessionReadsBusy) || !models.Unavailable(err) {
+		if !errors.Is(err, ErrSessionReadsBusy) || !Unavailable(err) {
 			t.Fatalf("with the line full, a read got %v", err)
 		}
 	case <-time.After(30 * time.Second):

@@ -1,7 +1,10 @@
 package models
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 )
@@ -18,7 +21,23 @@ import (
 type Store struct {
 	db       *gorm.DB
 	postgres bool
-	sessionReads
+	// sessions answers ReadSession; sessionQueries counts its queries.
+	sessions       sessionReader
+	sessionQueries atomic.Int64
+}
+
+// OpenStore opens the database opts chooses (Open), brings its schema up to date (Migrate) and
+// returns the storage over it; Close closes it.
+func OpenStore(ctx context.Context, opts Options) (*Store, error) {
+	db, err := Open(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := Migrate(ctx, db); err != nil {
+		closeDB(db)
+		return nil, fmt.Errorf("migrating: %w", err)
+	}
+	return NewStore(db)
 }
 
 // NewStore returns the storage over db, opened (Open) and migrated (Migrate).
@@ -27,12 +46,60 @@ func NewStore(db *gorm.DB) (*Store, error) {
 		return nil, errors.New("models: a database is required")
 	}
 	s := &Store{db: db, postgres: db.Dialector.Name() == "postgres"}
-	if err := s.sessionReads.init(db); err != nil {
+	var err error
+	if s.sessions, err = newSessionReader(db, &s.sessionQueries); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
+// Close closes the database.
+func (s *Store) Close() error { return closeDB(s.db) }
+
+func closeDB(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ready reports whether the database can take writes now, without writing anything (see
+// Ready).
+func (s *Store) Ready(ctx context.Context) error { return Ready(ctx, s.db) }
+
+// DB is the GORM handle of the store's database, for what inspects the stored rows from outside
+// the service (the test harness's fixtures and counts); the service itself only calls methods.
+func (s *Store) DB() *gorm.DB { return s.db }
+
 // Postgres reports whether the store is on PostgreSQL rather than the embedded SQLite. Callers
 // use it to describe the deployment (the start-up log), never to choose a statement.
 func (s *Store) Postgres() bool { return s.postgres }
+
+// Errors of the store's methods, which callers compare with errors.Is.
+var (
+	// ErrNotFound means the row asked for does not exist (or is not live, where the method says
+	// so).
+	ErrNotFound = errors.New("models: not found")
+	// ErrAddressTaken means another account, live or in its deletion grace period, holds the
+	// address.
+	ErrAddressTaken = errors.New("models: the address belongs to another account")
+	// ErrLost means a row the change depended on went or changed since it was read: a code used
+	// by a parallel request, an address changed meanwhile. Nothing was changed.
+	ErrLost = errors.New("models: the row changed since it was read")
+)
+
+// notFound is ErrNotFound for GORM's missing row, and any other error wrapped with what was
+// being done.
+func notFound(err error, doing string) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return ErrNotFound
+	}
+	return fmt.Errorf("models: %s: %w", doing, err)
+}
+
+// transaction runs fn in a transaction of the store: pipelined on PostgreSQL (inTransaction), so
+// the writes that wait go to the server together with the next read or the COMMIT.
+func (s *Store) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return inTransaction(ctx, s.db, fn)
+}

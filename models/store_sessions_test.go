@@ -1,21 +1,61 @@
-package models_test
+package models
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
 
-	"codeauth/models"
-
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 )
 
-// readSession is ReadSession into fresh values.
-func readSession(t *testing.T, st *models.Store, hash string) (models.Session, models.User, bool) {
+// The session cases of the store conformance suite (conformance_test.go), and the fixtures of
+// the session reads' tests (sessionreads_test.go).
+
+// testNow is a time as the callers of the store hand it: UTC at the microsecond.
+func testNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// newHash is a random token hash, shaped as auth's (64 hex digits).
+func newHash() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// addUser writes an account of email straight to the database.
+func addUser(t testing.TB, db *gorm.DB, email string) User {
 	t.Helper()
-	var sess models.Session
-	var user models.User
+	at := testNow().Add(-time.Hour)
+	u := User{ID: uuid.NewString(), Email: email, Name: "Someone", EmailVerified: true, CreatedAt: at, UpdatedAt: at}
+	if err := db.Create(&u).Error; err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// addSession writes a live session of user straight to the database, its token hash new.
+func addSession(t testing.TB, db *gorm.DB, user User) Session {
+	t.Helper()
+	at := testNow()
+	s := Session{
+		ID: uuid.NewString(), Token: newHash(), UserID: user.ID,
+		ExpiresAt: at.Add(24 * time.Hour), AbsoluteExpiresAt: at.Add(48 * time.Hour),
+		IPAddress: "192.0.2.1", UserAgent: "test", CreatedAt: at, UpdatedAt: at,
+	}
+	if err := db.Create(&s).Error; err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// readSession is ReadSession into fresh values.
+func readSession(t *testing.T, st *Store, hash string) (Session, User, bool) {
+	t.Helper()
+	var sess Session
+	var user User
 	found, err := st.ReadSession(context.Background(), hash, &sess, &user)
 	if err != nil {
 		t.Fatalf("reading the session of %q: %v", hash, err)
@@ -35,7 +75,7 @@ func sameTime(t *testing.T, what string, got, want time.Time) {
 // the user's image comes back as written, present or absent. The token's hash is not read back:
 // the caller has it. Expiry is the caller's rule, so an expired session is still found.
 func TestStoreReadSessionJoinsItsUser(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		image := "https://example.com/me.png"
 		for _, img := range []*string{nil, &image} {
 			user := addUser(t, db, newHash()[:12]+"@example.com")
@@ -67,7 +107,7 @@ func TestStoreReadSessionJoinsItsUser(t *testing.T) {
 		}
 
 		expired := addSession(t, db, addUser(t, db, "expired@example.com"))
-		past := now().Add(-time.Hour)
+		past := testNow().Add(-time.Hour)
 		if err := db.Model(&expired).Updates(map[string]any{"expires_at": past, "absolute_expires_at": past}).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +120,7 @@ func TestStoreReadSessionJoinsItsUser(t *testing.T) {
 // The session of a deleted account, still within its grace period, is not found: signing in
 // again restores the account, never an old session.
 func TestStoreReadSessionOfADeletedUser(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		user := addUser(t, db, "leaving@example.com")
 		sess := addSession(t, db, user)
 		if err := db.Delete(&user).Error; err != nil { // soft: deleted_at is set
@@ -95,9 +135,9 @@ func TestStoreReadSessionOfADeletedUser(t *testing.T) {
 // A hash that matches no session, or one signed out, is not found, without an error, and leaves
 // the values alone rather than filling a zero session that happens to look expired.
 func TestStoreReadSessionUnknownHash(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		gone := addSession(t, db, addUser(t, db, "someone@example.com"))
-		if _, _, err := st.DeleteSessionByToken(context.Background(), gone.Token); err != nil {
+		if _, err := st.EndSession(context.Background(), gone.Token); err != nil {
 			t.Fatal(err)
 		}
 		for _, hash := range []string{strings.Repeat("0", 64), "", gone.Token} {
@@ -111,10 +151,10 @@ func TestStoreReadSessionUnknownHash(t *testing.T) {
 // A refresh moves a live session's expiry and last refresh, as the next read sees; the refresh of
 // a session signed out since it was read reports false, so the check refuses it.
 func TestStoreRefreshSession(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		ctx := context.Background()
 		sess := addSession(t, db, addUser(t, db, "returning@example.com"))
-		at := now().Add(time.Minute)
+		at := testNow().Add(time.Minute)
 		expires := at.Add(36 * time.Hour)
 		live, err := st.RefreshSession(ctx, sess.ID, expires, at)
 		if err != nil || !live {
@@ -140,7 +180,7 @@ func TestStoreRefreshSession(t *testing.T) {
 // DeleteSession removes the session (an expired one, as the check finds it), and deleting it
 // again is no error; other sessions of the account stay.
 func TestStoreDeleteSession(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		ctx := context.Background()
 		user := addUser(t, db, "two-devices@example.com")
 		a, b := addSession(t, db, user), addSession(t, db, user)
@@ -158,23 +198,22 @@ func TestStoreDeleteSession(t *testing.T) {
 	})
 }
 
-// Deleting by token returns the session's id once: a second sign-out of the same token, and
-// that of an unknown one, find nothing. The session is gone for every read after it.
-func TestStoreDeleteSessionByToken(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st *models.Store, db *gorm.DB) {
+// Ending a session by its token returns the session's id once: a second sign-out of the same
+// token, and that of an unknown one, find nothing. The session is gone for every read after it.
+func TestStoreEndSession(t *testing.T) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		ctx := context.Background()
 		user := addUser(t, db, "signing-out@example.com")
 		sess, other := addSession(t, db, user), addSession(t, db, user)
-		id, found, err := st.DeleteSessionByToken(ctx, sess.Token)
-		if err != nil || !found || id != sess.ID {
-			t.Fatalf("first sign-out: %q, %v, %v; want %q", id, found, err, sess.ID)
+		if id, err := st.EndSession(ctx, sess.Token); err != nil || id != sess.ID {
+			t.Fatalf("first sign-out: %q, %v; want %q", id, err, sess.ID)
 		}
 		if _, _, found := readSession(t, st, sess.Token); found {
 			t.Error("a signed-out session was found")
 		}
 		for _, hash := range []string{sess.Token, newHash()} {
-			if id, found, err := st.DeleteSessionByToken(ctx, hash); err != nil || found || id != "" {
-				t.Errorf("signing out %q again: %q, %v, %v; want nothing", hash, id, found, err)
+			if id, err := st.EndSession(ctx, hash); err != nil || id != "" {
+				t.Errorf("signing out %q again: %q, %v; want nothing", hash, id, err)
 			}
 		}
 		if _, _, found := readSession(t, st, other.Token); !found {

@@ -1,8 +1,11 @@
-package middleware
+// Package vectors holds the attack inputs that the tests of several packages share. It imports
+// nothing, so the tests of any package can use it, the internal ones of the packages below
+// server (middleware's) included, which could not import testkit without a cycle.
+package vectors
 
-// OpenRedirectVectors are the redirect targets of security.md section F (catalogue F55) that
-// must never be followed. They are exported for the tests of every place that redirects.
-var OpenRedirectVectors = []string{
+// OpenRedirect are the redirect targets of security.md section F (catalogue F55) that must never
+// be followed, for the tests of every place that redirects.
+var OpenRedirect = []string{
 	"https://evil.test",
 	"//evil.test",
 	"/\\evil.test",

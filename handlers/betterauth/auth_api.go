@@ -1,4 +1,4 @@
-package handlers
+package betterauth
 
 import (
 	"net/url"
@@ -11,34 +11,19 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// authAPI serves /api/auth, the better-auth-compatible JSON API.
-type authAPI struct {
-	auth     *auth.Service
-	sessions *middleware.Sessions
-	body     bodyReader
-}
-
-// otpTypes are the code types better-auth clients know. Only sign-in is used by this service:
-// every account is verified when it is created, passwords are off, and e-mail change has its own
-// routes, so the others are refused with INVALID_OTP_TYPE.
-var otpTypes = []string{"email-verification", "sign-in", "forget-password", "change-email"}
+// The routes of better-auth's email-OTP API, under /api/auth.
 
 // sendVerificationOTP is POST /email-otp/send-verification-otp {email, type}. It answers
 // {"success":true} for every valid address, whether or not it has an account.
-func (h *authAPI) sendVerificationOTP(c *fiber.Ctx) error {
-	b, err := h.body.read(c)
-	if err != nil {
+func (h *API) sendVerificationOTP(c *fiber.Ctx) error {
+	var req sendOTPRequest
+	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
-	email := b.str("email", true)
-	typ := b.enum("type", otpTypes...)
-	if err := b.err(); err != nil {
-		return err
-	}
-	if typ != auth.PurposeSignIn {
+	if req.Type != auth.PurposeSignIn {
 		return errInvalidOTPType
 	}
-	if err := h.auth.SendSignInCode(c.UserContext(), email); err != nil {
+	if err := h.auth.SendSignInCode(c.UserContext(), req.Email); err != nil {
 		return err
 	}
 	return c.JSON(successResponse{Success: true})
@@ -47,19 +32,13 @@ func (h *authAPI) sendVerificationOTP(c *fiber.Ctx) error {
 // signInEmailOTP is POST /sign-in/email-otp {email, otp, name?}: it verifies the code, creates
 // the account for an unknown address, and opens a session (cookie, set-auth-token and the raw
 // token in the body).
-func (h *authAPI) signInEmailOTP(c *fiber.Ctx) error {
-	b, err := h.body.read(c)
-	if err != nil {
-		return err
-	}
-	email := b.str("email", true)
-	otp := b.str("otp", true)
-	name := b.str("name", false)
-	if err := b.err(); err != nil {
+func (h *API) signInEmailOTP(c *fiber.Ctx) error {
+	var req signInRequest
+	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: email, Code: otp, Name: name,
+		Email: req.Email, Code: req.OTP, Name: req.Name,
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
@@ -69,13 +48,10 @@ func (h *authAPI) signInEmailOTP(c *fiber.Ctx) error {
 	return c.JSON(signInResponse{Token: res.Token, User: toUserJSON(res.User)})
 }
 
-// getSession is GET /get-session: the caller's session and user, or the JSON null. The query
-// flags follow better-auth, where any non-empty value means true (even "false").
-func (h *authAPI) getSession(c *fiber.Ctx) error {
-	st, err := h.sessions.Resolve(c, middleware.Options{
-		FromDatabase: c.Query("disableCookieCache") != "",
-		NoRefresh:    c.Query("disableRefresh") != "",
-	})
+// getSession is GET /get-session: the caller's session and user, or the JSON null.
+func (h *API) getSession(c *fiber.Ctx) error {
+	q := readGetSessionQuery(c)
+	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: q.DisableCookieCache, NoRefresh: q.DisableRefresh})
 	if err != nil {
 		return err
 	}
@@ -98,8 +74,8 @@ var jsonBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return
 
 // signOut is POST /sign-out: it deletes the session presented, by bearer token and by cookie
 // (both, should they name different sessions), and expires the cookies. It always succeeds.
-func (h *authAPI) signOut(c *fiber.Ctx) error {
-	if _, err := h.body.read(c); err != nil {
+func (h *API) signOut(c *fiber.Ctx) error {
+	if err := h.body.read(c, emptyRequest{}); err != nil {
 		return err
 	}
 	if err := h.sessions.SignOut(c); err != nil {
@@ -109,25 +85,16 @@ func (h *authAPI) signOut(c *fiber.Ctx) error {
 }
 
 // updateUser is POST /update-user {name?, image?}. The e-mail cannot change here.
-func (h *authAPI) updateUser(c *fiber.Ctx) error {
-	b, err := h.body.read(c)
-	if err != nil {
+func (h *API) updateUser(c *fiber.Ctx) error {
+	var req updateUserRequest
+	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
-	if b.has("email") {
-		return errEmailCannotBeUpdated
-	}
-	var u auth.UserUpdate
-	u.Name = b.optStr("name")
-	u.Image, u.SetImage = b.nullableStr("image")
-	if err := b.err(); err != nil {
-		return err
-	}
-	if u.Name == nil && !u.SetImage {
+	if req.Name == nil && !req.SetImage {
 		return errNoFieldsToUpdate
 	}
 	st := middleware.Current(c)
-	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, u)
+	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, auth.UserUpdate{Name: req.Name, Image: req.Image, SetImage: req.SetImage})
 	if err != nil {
 		return err
 	}
@@ -138,23 +105,19 @@ func (h *authAPI) updateUser(c *fiber.Ctx) error {
 }
 
 // ok is GET /ok, better-auth's liveness probe.
-func (h *authAPI) ok(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"ok": true})
+func (h *API) ok(c *fiber.Ctx) error {
+	return c.JSON(okResponse{OK: true})
 }
 
 // requestEmailChange is POST /email-otp/request-email-change {newEmail}: a code goes to the new
 // address (the app flow). An address that belongs to another account gets nothing, and the same
 // answer.
-func (h *authAPI) requestEmailChange(c *fiber.Ctx) error {
-	b, err := h.body.read(c)
-	if err != nil {
+func (h *API) requestEmailChange(c *fiber.Ctx) error {
+	var req requestEmailChangeRequest
+	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
-	newEmail := b.str("newEmail", true)
-	if err := b.err(); err != nil {
-		return err
-	}
-	if err := h.auth.RequestEmailChangeCode(c.UserContext(), middleware.Current(c), newEmail); err != nil {
+	if err := h.auth.RequestEmailChangeCode(c.UserContext(), middleware.Current(c), req.NewEmail); err != nil {
 		return err
 	}
 	return c.JSON(successResponse{Success: true})
@@ -163,18 +126,13 @@ func (h *authAPI) requestEmailChange(c *fiber.Ctx) error {
 // changeEmailWithCode is POST /email-otp/change-email {newEmail, otp}: the code makes the new
 // address the account's. Other sessions end; this one stays and its cookie and set-auth-token are
 // sent again.
-func (h *authAPI) changeEmailWithCode(c *fiber.Ctx) error {
-	b, err := h.body.read(c)
-	if err != nil {
-		return err
-	}
-	newEmail := b.str("newEmail", true)
-	otp := b.str("otp", true)
-	if err := b.err(); err != nil {
+func (h *API) changeEmailWithCode(c *fiber.Ctx) error {
+	var req changeEmailCodeRequest
+	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
 	st := middleware.Current(c)
-	user, err := h.auth.ChangeEmailWithCode(c.UserContext(), st, newEmail, otp)
+	user, err := h.auth.ChangeEmailWithCode(c.UserContext(), st, req.NewEmail, req.OTP)
 	if err != nil {
 		return err
 	}
@@ -186,17 +144,12 @@ func (h *authAPI) changeEmailWithCode(c *fiber.Ctx) error {
 
 // changeEmail is POST /change-email {newEmail, callbackURL?}: a confirmation link goes to the new
 // address (the web flow). callbackURL was checked by the origin middleware.
-func (h *authAPI) changeEmail(c *fiber.Ctx) error {
-	b, err := h.body.read(c)
-	if err != nil {
+func (h *API) changeEmail(c *fiber.Ctx) error {
+	var req changeEmailLinkRequest
+	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
-	newEmail := b.str("newEmail", true)
-	callback := b.str("callbackURL", false)
-	if err := b.err(); err != nil {
-		return err
-	}
-	if err := h.auth.RequestEmailChangeLink(c.UserContext(), middleware.Current(c), newEmail, callback); err != nil {
+	if err := h.auth.RequestEmailChangeLink(c.UserContext(), middleware.Current(c), req.NewEmail, req.CallbackURL); err != nil {
 		return err
 	}
 	return c.JSON(statusResponse{Status: true})
@@ -206,29 +159,29 @@ func (h *authAPI) changeEmail(c *fiber.Ctx) error {
 // themselves (the e-mail's link opens the confirmation page, which changes nothing on GET). It
 // applies the change; with a callbackURL it redirects there (adding ?error=CODE on failure),
 // otherwise it answers {"status":true,"user":…} or 401.
-func (h *authAPI) verifyEmail(c *fiber.Ctx) error {
-	callback := c.Query("callbackURL")
+func (h *API) verifyEmail(c *fiber.Ctx) error {
+	q := readVerifyEmailQuery(c)
 	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
 	if err != nil {
 		return err
 	}
-	user, err := h.auth.ConfirmEmailChange(c.UserContext(), c.Query("token"), st)
+	user, err := h.auth.ConfirmEmailChange(c.UserContext(), q.Token, st)
 	if err != nil {
-		answer, known := toAPIError(err)
-		if callback == "" || !known {
+		answer, known := Answer(err)
+		if q.CallbackURL == "" || !known {
 			return err
 		}
-		return c.Redirect(withQuery(callback, "error", answer.Code), fiber.StatusFound)
+		return c.Redirect(withQuery(q.CallbackURL, "error", answer.Code), fiber.StatusFound)
 	}
 	if st != nil {
 		updated := *st
 		updated.User = user
 		h.sessions.Issue(c, &updated, h.sessions.CookieSent(c))
 	}
-	if callback != "" {
-		return c.Redirect(callback, fiber.StatusFound)
+	if q.CallbackURL != "" {
+		return c.Redirect(q.CallbackURL, fiber.StatusFound)
 	}
-	return c.JSON(fiber.Map{"status": true, "user": toUserJSON(user)})
+	return c.JSON(verifyEmailResponse{Status: true, User: toUserJSON(user)})
 }
 
 // withQuery adds one query parameter to a (checked) redirect target.

@@ -1,4 +1,4 @@
-package handlers
+package betterauth
 
 import (
 	"bytes"
@@ -26,17 +26,21 @@ type bodyReader struct {
 	origins *middleware.Origins
 }
 
-// read reads the request body (readBody) and refuses unsafe redirect targets in it (callbackURL
-// and friends, better-auth's open-redirect check), whatever route it is sent to.
-func (r bodyReader) read(c *fiber.Ctx) (*jsonBody, error) {
+// read reads the request body into req: strictly (readBody), its unsafe redirect targets refused
+// whatever route it is sent to (callbackURL and friends, better-auth's open-redirect check), then
+// req's fields, whose problems are reported together as one VALIDATION_ERROR.
+func (r bodyReader) read(c *fiber.Ctx, req request) error {
 	b, err := readBody(c)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := r.origins.CheckRedirectFields(b.fields); err != nil {
-		return nil, err
+		return err
 	}
-	return b, nil
+	if err := req.decode(b); err != nil {
+		return err
+	}
+	return b.err()
 }
 
 // readBody reads the request body. An empty body is allowed (it has no fields); a non-empty one
@@ -55,7 +59,7 @@ func readBody(c *fiber.Ctx) (*jsonBody, error) {
 		return nil, errContentTypeRequired
 	}
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
-		return nil, newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE",
+		return nil, newError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE",
 			fmt.Sprintf("Content-Type %q is not allowed. Allowed types: application/json", truncateForMessage(ct)))
 	}
 	if !utf8.Valid(raw) || !json.Valid(raw) {
@@ -74,7 +78,7 @@ func readBody(c *fiber.Ctx) (*jsonBody, error) {
 		}
 		key, _ := tok.(string)
 		if _, dup := fields[key]; dup {
-			return nil, newAPIError(fiber.StatusBadRequest, "BAD_REQUEST",
+			return nil, newError(fiber.StatusBadRequest, "BAD_REQUEST",
 				fmt.Sprintf("Invalid JSON in request body: duplicate key %q", truncateForMessage(key)))
 		}
 		var v json.RawMessage

@@ -1,4 +1,4 @@
-package handlers
+package pages
 
 import (
 	"errors"
@@ -12,22 +12,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// linkFailure words a refused e-mail link for the person who opened it.
-func linkFailure(err error) (string, int, bool) {
-	switch {
-	case errors.Is(err, auth.ErrTokenExpired):
-		return "This link has expired. Ask for a new one from your account page.", fiber.StatusGone, true
-	case errors.Is(err, auth.ErrInvalidToken):
-		return "This link is not valid any more: it was used already, replaced by a newer one, or opened while signed in to another account.", fiber.StatusBadRequest, true
-	case errors.Is(err, auth.ErrEmailTaken):
-		return "That address now belongs to another account, so it cannot be used here.", fiber.StatusConflict, true
-	}
-	return "", 0, false
-}
-
 // verifyEmailPage is GET /auth/verify-email?token=…: it shows what the link will change and a
 // button; opening the link changes nothing (mail scanners fetch links).
-func (h *pagesHandler) verifyEmailPage(c *fiber.Ctx) error {
+func (h *Pages) verifyEmailPage(c *fiber.Ctx) error {
 	p, err := h.page(c, "Confirm your new e-mail address")
 	if err != nil {
 		return err
@@ -38,19 +25,19 @@ func (h *pagesHandler) verifyEmailPage(c *fiber.Ctx) error {
 	}
 	pending, err := h.auth.PendingEmailChange(c.UserContext(), v.Token)
 	if err != nil {
-		msg, status, known := linkFailure(err)
+		pr, known := explain(err, countedRequests)
 		if !known {
 			return err
 		}
-		v.Error = msg
-		return render(c, status, views.VerifyEmailPage(p, v))
+		v.Error = pr.message
+		return render(c, pr.status, views.VerifyEmailPage(p, v))
 	}
 	v.From, v.To = pending.OldEmail, pending.NewEmail
 	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, v))
 }
 
 // confirmEmailChange is POST /auth/verify-email: the button of the link's page.
-func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
+func (h *Pages) confirmEmailChange(c *fiber.Ctx) error {
 	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
 	if err != nil {
 		return err
@@ -61,11 +48,11 @@ func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
 		return perr
 	}
 	if err != nil {
-		msg, status, known := linkFailure(err)
+		pr, known := explain(err, countedRequests)
 		if !known {
 			return err
 		}
-		return render(c, status, views.VerifyEmailPage(p, views.EmailLink{Error: msg}))
+		return render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message}))
 	}
 	if st != nil {
 		updated := *st
@@ -80,7 +67,7 @@ func (h *pagesHandler) confirmEmailChange(c *fiber.Ctx) error {
 }
 
 // restoreEmailPage is GET /auth/restore-email?token=…, the link of the notice to an old address.
-func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
+func (h *Pages) restoreEmailPage(c *fiber.Ctx) error {
 	p, err := h.page(c, "Restore your e-mail address")
 	if err != nil {
 		return err
@@ -88,12 +75,12 @@ func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
 	v := views.EmailLink{Token: c.Query("token")}
 	pending, err := h.auth.PendingEmailRestore(c.UserContext(), v.Token)
 	if err != nil {
-		msg, status, known := linkFailure(err)
+		pr, known := explain(err, countedRequests)
 		if !known {
 			return err
 		}
-		v.Error = msg
-		return render(c, status, views.RestoreEmailPage(p, v))
+		v.Error = pr.message
+		return render(c, pr.status, views.RestoreEmailPage(p, v))
 	}
 	v.From, v.To, v.Deleted = pending.CurrentEmail, pending.OldEmail, pending.Deleted
 	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, v))
@@ -101,15 +88,15 @@ func (h *pagesHandler) restoreEmailPage(c *fiber.Ctx) error {
 
 // restoreEmail is POST /auth/restore-email: the address comes back and every session ends,
 // this browser's included.
-func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
+func (h *Pages) restoreEmail(c *fiber.Ctx) error {
 	user, err := h.auth.RestoreEmail(c.UserContext(), formValue(c, "token"))
 	p := views.Page{Title: "Restore your e-mail address", SiteName: h.siteName}
 	if err != nil {
-		msg, status, known := linkFailure(err)
+		pr, known := explain(err, countedRequests)
 		if !known {
 			return err
 		}
-		return render(c, status, views.RestoreEmailPage(p, views.EmailLink{Error: msg}))
+		return render(c, pr.status, views.RestoreEmailPage(p, views.EmailLink{Error: pr.message}))
 	}
 	// This browser's cookie is cleared if its session was one of those ended; a browser signed in
 	// to another account stays signed in.
@@ -120,7 +107,7 @@ func (h *pagesHandler) restoreEmail(c *fiber.Ctx) error {
 }
 
 // requestEmailChange is POST /account/email: a confirmation link goes to the new address.
-func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
+func (h *Pages) requestEmailChange(c *fiber.Ctx) error {
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -129,22 +116,18 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 	newEmail := formValue(c, "newEmail")
 	err = h.auth.RequestEmailChangeLink(c.UserContext(), st, newEmail, "/account")
 	status := fiber.StatusOK
-	var limited *auth.RateLimitError
 	switch {
 	case err == nil:
 		a.ChangeSentTo, _ = auth.NormalizeEmail(newEmail)
-	case errors.Is(err, auth.ErrInvalidEmail):
-		a.ChangeError, status = "Enter a valid e-mail address, such as name@example.com.", fiber.StatusUnprocessableEntity
-	case errors.Is(err, auth.ErrEmailSame):
-		a.ChangeError, status = "That is already your address.", fiber.StatusUnprocessableEntity
-	case errors.Is(err, auth.ErrChangeLinksDisabled):
-		a.ChangeError, status = "Changing the address on the web is switched off here. Use the app.", fiber.StatusUnprocessableEntity
-	case errors.As(err, &limited):
-		a.ChangeError, status = "Too many links were asked for. "+retryText(limited), fiber.StatusTooManyRequests
 	case errors.Is(err, auth.ErrSessionNotFresh):
+		// No words: the form offers to sign in again.
 		a.ReauthURL, status = middleware.ReauthURL("/account"), fiber.StatusForbidden
 	default:
-		return err
+		pr, known := explain(err, countedLinks)
+		if !known {
+			return err
+		}
+		a.ChangeError, status = pr.message, pr.status
 	}
 	if !isHTMX(c) {
 		return h.accountWith(c, status, a)
@@ -155,7 +138,7 @@ func (h *pagesHandler) requestEmailChange(c *fiber.Ctx) error {
 // deleteAccount is POST /account/delete: the account is deleted with its grace period, this
 // browser is signed out with every other, and the person lands on /auth/account-deleted. A
 // session too old for it (auth.FreshAge) gets the account page asking to sign in again.
-func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
+func (h *Pages) deleteAccount(c *fiber.Ctx) error {
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -177,7 +160,7 @@ func (h *pagesHandler) deleteAccount(c *fiber.Ctx) error {
 }
 
 // accountDeleted is GET /auth/account-deleted?until=YYYY-MM-DD, the grace-period page.
-func (h *pagesHandler) accountDeleted(c *fiber.Ctx) error {
+func (h *Pages) accountDeleted(c *fiber.Ctx) error {
 	p, err := h.page(c, "Your account is deleted")
 	if err != nil {
 		return err

@@ -1,4 +1,9 @@
-package handlers
+// Package pages serves the HTML pages (templ + htmx): sign-in and sign-up with the code-entry
+// component, the account page and its forms, the e-mail link pages, checkout, and the error page.
+// Every form is a real form: without JavaScript each POST answers with a whole page or a
+// redirect; with htmx (HX-Request) it answers with the fragment to swap. Refusals are worded for
+// people in one place (errors.go); the rules live in auth.
+package pages
 
 import (
 	"bytes"
@@ -18,15 +23,58 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// pagesHandler serves the HTML pages. Every form is a real form: without JavaScript each POST
-// answers with a whole page or a redirect; with htmx (HX-Request) it answers with the fragment to
-// swap.
-type pagesHandler struct {
+// Deps are what the pages need.
+type Deps struct {
+	Auth     *auth.Service
+	Sessions *middleware.Sessions
+	Origins  *middleware.Origins
+	// SiteName names the service on its pages.
+	SiteName string
+	Logger   *slog.Logger
+}
+
+// Pages serves the HTML pages.
+type Pages struct {
 	auth     *auth.Service
 	sessions *middleware.Sessions
 	origins  *middleware.Origins
 	siteName string
 	log      *slog.Logger
+}
+
+// New returns the pages.
+func New(d Deps) *Pages {
+	return &Pages{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, siteName: d.SiteName, log: d.Logger}
+}
+
+// Mount registers the pages' routes, each with its per-IP limits, declaring the public ones to
+// guard where they are registered. The routes go through app.Get, which also answers HEAD like
+// GET without the body, and app.Post.
+func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *middleware.PageGuard) {
+	public := func(path string) string {
+		guard.DeclarePublic(path)
+		return path
+	}
+	formLimit := limiter.Limit(middleware.RuleDefault)
+	sendLimit, signInLimit := limiter.Limit(middleware.RuleSendCode), limiter.Limit(middleware.RuleSignIn)
+	app.Get(public("/"), h.home)
+	app.Get(public("/auth/sign-in"), h.signInPage(views.ModeSignIn))
+	app.Get(public("/auth/sign-up"), h.signInPage(views.ModeSignUp))
+	app.Post(public("/auth/code"), formLimit, sendLimit, h.sendCode)
+	app.Post(public("/auth/verify"), formLimit, signInLimit, h.verify)
+	app.Post(public("/auth/sign-out"), formLimit, h.signOut)
+	app.Get(public("/checkout/success"), h.checkout)
+	app.Post(public("/checkout/claim"), formLimit, h.claim)
+	app.Get(public("/auth/verify-email"), h.verifyEmailPage)
+	app.Post(public("/auth/verify-email"), formLimit, signInLimit, h.confirmEmailChange)
+	app.Get(public("/auth/restore-email"), h.restoreEmailPage)
+	app.Post(public("/auth/restore-email"), formLimit, signInLimit, h.restoreEmail)
+	app.Get(public("/auth/account-deleted"), h.accountDeleted)
+	app.Get("/account", h.account)
+	app.Post("/account/name", formLimit, h.updateName)
+	app.Post("/account/consent", formLimit, h.grantConsent)
+	app.Post("/account/email", formLimit, sendLimit, h.requestEmailChange)
+	app.Post("/account/delete", formLimit, h.deleteAccount)
 }
 
 // render writes a component as the HTML answer. It renders into a buffer first, so a failure
@@ -43,7 +91,7 @@ func render(c *fiber.Ctx, status int, component templ.Component) error {
 func isHTMX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
 
 // page builds the layout's model, with the signed-in person if there is one.
-func (h *pagesHandler) page(c *fiber.Ctx, title string) (views.Page, error) {
+func (h *Pages) page(c *fiber.Ctx, title string) (views.Page, error) {
 	p := views.Page{Title: title, SiteName: h.siteName}
 	st, err := h.sessions.Resolve(c, middleware.Options{})
 	if err != nil {
@@ -55,15 +103,21 @@ func (h *pagesHandler) page(c *fiber.Ctx, title string) (views.Page, error) {
 	return p, nil
 }
 
-// errNotAForm refuses a page POST whose body is not an HTML form.
-var errNotAForm = newAPIError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Forms must be sent as application/x-www-form-urlencoded")
+// The refusals of the pages themselves, as Fiber errors: the error handler answers them with
+// their status, and the error page shows their message where it has no words of its own.
+var (
+	// errSignInFirst refuses a change to the account without a session.
+	errSignInFirst = fiber.NewError(fiber.StatusUnauthorized, "Unauthorized")
+	// errNotAForm refuses a page POST whose body is not an HTML form.
+	errNotAForm = fiber.NewError(fiber.StatusUnsupportedMediaType, "Forms must be sent as application/x-www-form-urlencoded")
+)
 
-// requireForms refuses with 415, before any handler runs, a POST to a page whose body is not
+// RequireForms refuses with 415, before any handler runs, a POST to a page whose body is not
 // application/x-www-form-urlencoded, which every form of the pages sends (htmx included). It
 // guards every POST outside the API rather than a list of routes, so a form route added later
 // cannot forget it: a text/plain or multipart body, which any site's form can send without a
 // preflight, never reaches a handler that changes something.
-func requireForms(c *fiber.Ctx) error {
+func RequireForms(c *fiber.Ctx) error {
 	if c.Method() == fiber.MethodPost && middleware.KindOf(c) == middleware.PagePath {
 		if mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType)); err != nil || mt != fiber.MIMEApplicationForm {
 			return errNotAForm
@@ -98,7 +152,7 @@ func purchaseParam(s string) string {
 	return ""
 }
 
-func (h *pagesHandler) home(c *fiber.Ctx) error {
+func (h *Pages) home(c *fiber.Ctx) error {
 	p, err := h.page(c, "Welcome")
 	if err != nil {
 		return err
@@ -109,7 +163,7 @@ func (h *pagesHandler) home(c *fiber.Ctx) error {
 // signInPage serves /auth/sign-in and /auth/sign-up. Someone already signed in goes straight on,
 // unless asked to sign in again (?reauth=1, for a change that needs a fresh session): then the
 // page offers a new code to the current address.
-func (h *pagesHandler) signInPage(mode views.Mode) fiber.Handler {
+func (h *Pages) signInPage(mode views.Mode) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		redirect := middleware.SafeNext(c.Query("redirect"))
 		p, err := h.page(c, "")
@@ -132,7 +186,7 @@ func (h *pagesHandler) signInPage(mode views.Mode) fiber.Handler {
 
 // renderEntry answers with the code-entry component: the fragment for htmx, else the whole page
 // of its mode.
-func (h *pagesHandler) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
+func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
 	if isHTMX(c) {
 		return render(c, status, views.CodeEntry(e))
 	}
@@ -155,44 +209,29 @@ func (h *pagesHandler) renderEntry(c *fiber.Ctx, status int, e views.Entry) erro
 }
 
 // sendCode is POST /auth/code: step one of the component, and its resend button.
-func (h *pagesHandler) sendCode(c *fiber.Ctx) error {
+func (h *Pages) sendCode(c *fiber.Ctx) error {
 	e := entryFromForm(c)
 	resend := formValue(c, "resend") == "1"
 	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
-	var limited *auth.RateLimitError
-	switch {
-	case err == nil:
+	if err == nil {
 		e.Email, _ = auth.NormalizeEmail(e.Email)
 		e.Step, e.Cooldown = views.StepCode, views.ResendCooldown
 		return h.renderEntry(c, fiber.StatusOK, e)
-	case errors.Is(err, auth.ErrInvalidEmail):
-		e.Error = "Enter a valid e-mail address, such as name@example.com."
-		return h.renderEntry(c, fiber.StatusUnprocessableEntity, e)
-	case errors.As(err, &limited):
-		e.Error = "Too many codes were asked for. " + retryText(limited)
-		if resend {
-			e.Step = views.StepCode
-		}
-		return h.renderEntry(c, fiber.StatusTooManyRequests, e)
 	}
-	return err
-}
-
-// retryText says when to try again, in words.
-func retryText(e *auth.RateLimitError) string {
-	minutes := int(e.RetryAfter.Minutes() + 0.999)
-	switch {
-	case e.RetryAfter.Seconds() < 90:
-		return fmt.Sprintf("Please try again in %d seconds.", int(e.RetryAfter.Seconds()+0.999))
-	case minutes < 120:
-		return fmt.Sprintf("Please try again in %d minutes.", minutes)
+	pr, known := explain(err, countedCodes)
+	if !known {
+		return err
 	}
-	return fmt.Sprintf("Please try again in %d hours.", minutes/60+1)
+	if resend && pr.status == fiber.StatusTooManyRequests {
+		e.Step = views.StepCode // the resend button stays on the code step
+	}
+	e.Error = pr.message
+	return h.renderEntry(c, pr.status, e)
 }
 
 // verify is POST /auth/verify: the code step. A wrong code stays on the step with a message and
 // an empty input; success opens the session and either emits "verified" (htmx) or redirects.
-func (h *pagesHandler) verify(c *fiber.Ctx) error {
+func (h *Pages) verify(c *fiber.Ctx) error {
 	e := entryFromForm(c)
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
@@ -201,28 +240,19 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
-		var limited *auth.RateLimitError
-		switch {
-		case errors.Is(err, auth.ErrInvalidOTP):
-			e.Error = "That code is not right. Check the e-mail and try again."
-		case errors.Is(err, auth.ErrOTPExpired):
-			e.Error = "That code has expired. Send a new code."
-		case errors.Is(err, auth.ErrTooManyAttempts):
-			e.Error = "Too many wrong codes. Send a new code."
-		case errors.Is(err, auth.ErrInvalidEmail):
-			e.Step, e.Error = views.StepEmail, "Enter a valid e-mail address, such as name@example.com."
-		case errors.Is(err, auth.ErrSignInUnconfirmed):
-			// A 503 like any other, in the component's own words.
-			noteUnavailable(c, h.log, err)
-			e.Error = "The service was briefly unavailable, so we could not confirm your sign-in. Send a new code and try again."
-			return h.renderEntry(c, fiber.StatusServiceUnavailable, e)
-		case errors.As(err, &limited):
-			e.Error = "Too many attempts. " + retryText(limited)
-			return h.renderEntry(c, fiber.StatusTooManyRequests, e)
-		default:
+		pr, known := explain(err, countedAttempts)
+		if !known {
 			return err
 		}
-		return h.renderEntry(c, fiber.StatusUnprocessableEntity, e)
+		switch {
+		case errors.Is(err, auth.ErrInvalidEmail):
+			e.Step = views.StepEmail
+		case errors.Is(err, auth.ErrSignInUnconfirmed):
+			// A 503 like any other, in the component's own words.
+			middleware.NoteUnavailable(c, h.log, err)
+		}
+		e.Error = pr.message
+		return h.renderEntry(c, pr.status, e)
 	}
 	h.sessions.Issue(c, &res.SessionState, true)
 	if previous != "" {
@@ -253,11 +283,11 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 		}
 	case views.ModeCheckout:
 		if _, err := h.auth.ClaimPurchase(c.UserContext(), res.User, e.Purchase); err != nil {
-			msg, known := claimFailure(err)
+			pr, known := explain(err, countedRequests)
 			if !known {
 				return err
 			}
-			return h.renderCheckout(c, fiber.StatusUnprocessableEntity, e.Purchase, nil, msg)
+			return h.renderCheckout(c, pr.status, e.Purchase, nil, pr.message)
 		}
 		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(e.Purchase), fiber.StatusSeeOther)
 	}
@@ -265,13 +295,13 @@ func (h *pagesHandler) verify(c *fiber.Ctx) error {
 }
 
 // evidence describes the request a consent came through.
-func (h *pagesHandler) evidence(c *fiber.Ctx, source string) auth.ConsentEvidence {
+func (h *Pages) evidence(c *fiber.Ctx, source string) auth.ConsentEvidence {
 	return auth.ConsentEvidence{Source: source,
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
 }
 
 // signOut is POST /auth/sign-out from the pages.
-func (h *pagesHandler) signOut(c *fiber.Ctx) error {
+func (h *Pages) signOut(c *fiber.Ctx) error {
 	if err := h.sessions.SignOut(c); err != nil {
 		return err
 	}
@@ -279,14 +309,14 @@ func (h *pagesHandler) signOut(c *fiber.Ctx) error {
 }
 
 // account is GET /account.
-func (h *pagesHandler) account(c *fiber.Ctx) error {
+func (h *Pages) account(c *fiber.Ctx) error {
 	st := middleware.Current(c)
 	return h.accountWith(c, fiber.StatusOK, views.Account{Email: st.User.Email, Name: st.User.Name})
 }
 
 // signedIn returns the session of a request that changes the account, checked against the
 // database; without one, a page request is sent to sign in.
-func (h *pagesHandler) signedIn(c *fiber.Ctx) (*auth.SessionState, error) {
+func (h *Pages) signedIn(c *fiber.Ctx) (*auth.SessionState, error) {
 	st, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true})
 	if err != nil {
 		return nil, err
@@ -295,13 +325,13 @@ func (h *pagesHandler) signedIn(c *fiber.Ctx) (*auth.SessionState, error) {
 		if isHTMX(c) {
 			c.Set("HX-Redirect", middleware.SignInPath)
 		}
-		return nil, errUnauthorized
+		return nil, errSignInFirst
 	}
 	return st, nil
 }
 
 // updateName is POST /account/name.
-func (h *pagesHandler) updateName(c *fiber.Ctx) error {
+func (h *Pages) updateName(c *fiber.Ctx) error {
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -309,16 +339,16 @@ func (h *pagesHandler) updateName(c *fiber.Ctx) error {
 	name := formValue(c, "name")
 	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, auth.UserUpdate{Name: &name})
 	a := views.Account{Email: st.User.Email, Name: name}
-	var fe *auth.FieldError
-	switch {
-	case errors.As(err, &fe):
-		a.NameError = "Use at most 100 characters, with no control or invisible characters."
-		if !isHTMX(c) {
-			return h.accountWith(c, fiber.StatusUnprocessableEntity, a)
+	if err != nil {
+		pr, known := explain(err, countedRequests)
+		if !known {
+			return err
 		}
-		return render(c, fiber.StatusUnprocessableEntity, views.NameForm(a))
-	case err != nil:
-		return err
+		a.NameError = pr.message
+		if !isHTMX(c) {
+			return h.accountWith(c, pr.status, a)
+		}
+		return render(c, pr.status, views.NameForm(a))
 	}
 	updated := *st
 	updated.User = user
@@ -333,7 +363,7 @@ func (h *pagesHandler) updateName(c *fiber.Ctx) error {
 // accountWith renders the account page with a given form state (a refused change without
 // JavaScript), adding the consent status and, for a session too old for the sensitive forms, the
 // sign-in-again link.
-func (h *pagesHandler) accountWith(c *fiber.Ctx, status int, a views.Account) error {
+func (h *Pages) accountWith(c *fiber.Ctx, status int, a views.Account) error {
 	p, err := h.page(c, "Your account")
 	if err != nil {
 		return err
@@ -351,7 +381,7 @@ func (h *pagesHandler) accountWith(c *fiber.Ctx, status int, a views.Account) er
 }
 
 // grantConsent is POST /account/consent.
-func (h *pagesHandler) grantConsent(c *fiber.Ctx) error {
+func (h *Pages) grantConsent(c *fiber.Ctx) error {
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -367,13 +397,13 @@ func (h *pagesHandler) grantConsent(c *fiber.Ctx) error {
 
 // checkout is GET /checkout/success?purchase=<id>: the guest purchase and the component that
 // claims it, the e-mail address prefilled from the purchase.
-func (h *pagesHandler) checkout(c *fiber.Ctx) error {
+func (h *Pages) checkout(c *fiber.Ctx) error {
 	return h.renderCheckout(c, fiber.StatusOK, purchaseParam(c.Query("purchase")), nil, "")
 }
 
 // renderCheckout renders the checkout page for purchaseID, with the component at entry (or at its
 // first step) and claimError when a claim was refused.
-func (h *pagesHandler) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entry *views.Entry, claimError string) error {
+func (h *Pages) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entry *views.Entry, claimError string) error {
 	p, err := h.page(c, "Your purchase")
 	if err != nil {
 		return err
@@ -400,7 +430,7 @@ func (h *pagesHandler) renderCheckout(c *fiber.Ctx, status int, purchaseID strin
 
 // claim is POST /checkout/claim: links the purchase to the signed-in account when the account's
 // address is the one it was bought with.
-func (h *pagesHandler) claim(c *fiber.Ctx) error {
+func (h *Pages) claim(c *fiber.Ctx) error {
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
@@ -408,33 +438,19 @@ func (h *pagesHandler) claim(c *fiber.Ctx) error {
 	id := purchaseParam(formValue(c, "purchase"))
 	purchase, err := h.auth.ClaimPurchase(c.UserContext(), st.User, id)
 	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil}
+	status := fiber.StatusOK
 	if err != nil {
-		msg, known := claimFailure(err)
+		pr, known := explain(err, countedRequests)
 		if !known {
 			return err
 		}
-		view.ClaimError = msg
+		view.ClaimError, status = pr.message, pr.status
 		if !isHTMX(c) {
-			return h.renderCheckout(c, fiber.StatusUnprocessableEntity, id, nil, msg)
+			return h.renderCheckout(c, status, id, nil, view.ClaimError)
 		}
 	}
 	if !isHTMX(c) {
 		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(id), fiber.StatusSeeOther)
 	}
-	status := fiber.StatusOK
-	if !view.Claimed {
-		status = fiber.StatusUnprocessableEntity
-	}
 	return render(c, status, views.ClaimStatus(view))
-}
-
-// claimFailure words a refused claim for the person who tried.
-func claimFailure(err error) (string, bool) {
-	switch {
-	case errors.Is(err, auth.ErrPurchaseNotFound):
-		return "We could not find this purchase.", true
-	case errors.Is(err, auth.ErrPurchaseOtherEmail):
-		return "This purchase was made with another e-mail address. Sign in with that address to keep it.", true
-	}
-	return "", false
 }

@@ -1,4 +1,4 @@
-package handlers
+package betterauth
 
 import (
 	_ "embed"

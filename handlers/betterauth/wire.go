@@ -1,4 +1,4 @@
-package handlers
+package betterauth
 
 import (
 	"strconv"
@@ -80,12 +80,32 @@ type meResponse struct {
 	Preferences preferencesJSON `json:"preferences"`
 }
 
+// successResponse is {"success":true}.
 type successResponse struct {
 	Success bool `json:"success"`
 }
 
+// statusResponse is {"status":true}.
 type statusResponse struct {
 	Status bool `json:"status"`
+}
+
+// okResponse is the answer of better-auth's liveness probe, GET /ok.
+type okResponse struct {
+	OK bool `json:"ok"`
+}
+
+// verifyEmailResponse is the answer of GET /verify-email without a callbackURL.
+type verifyEmailResponse struct {
+	Status bool     `json:"status"`
+	User   userJSON `json:"user"`
+}
+
+// deleteAccountResponse is the answer of POST /api/account/delete: signing in before DeleteAt
+// restores the account.
+type deleteAccountResponse struct {
+	DeleteAt isoTime `json:"deleteAt"`
+	Success  bool    `json:"success"`
 }
 
 // The session answer is written by hand: get-session is the route every app calls on every

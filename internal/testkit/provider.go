@@ -1,4 +1,4 @@
-package apptest
+package testkit
 
 import (
 	"encoding/json"

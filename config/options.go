@@ -1,0 +1,309 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"codeauth/auth"
+)
+
+// option is one environment variable: its name, its default, how it is read and checked, and the
+// line that documents it. The table below is the one place each of these is written: Load reads
+// the environment through it and Markdown prints the README's table from it.
+type option struct {
+	// name is the environment variable.
+	name string
+	// def is the value used when the variable is unset or blank, written as an operator would
+	// write it; set reads it like any other value, so the default and its documentation cannot
+	// disagree. Empty when the option has no plain default.
+	def string
+	// shown is the README's default column when def alone does not say it (a derived or
+	// generated value), in markdown.
+	shown string
+	// doc is the README's meaning column, in markdown.
+	doc string
+	// raw reads the variable as written: not trimmed, and set to the empty string is a value
+	// (an empty cookie prefix is refused rather than replaced by the default).
+	raw bool
+	// set parses and checks v and stores it in c; v is "" when the variable is unset and there is
+	// no def. The error says what is wrong without naming the variable, which Load adds; an
+	// errors.Join reports each of its errors on its own line. Nil for a variable that Load does
+	// not read in the table's order (AUTH_SECRET) or that the Go runtime reads (GOMEMLIMIT).
+	set func(c *Config, v string) error
+}
+
+// DefaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets another. The
+// service's live heap is a few megabytes; without a limit the collector lets garbage grow to
+// twice it between cycles, and under full load the process passed 60 MB. With it the process
+// peaked at 55 MB (scripts/bench) for a few per cent more CPU. It is soft: a larger live heap is
+// never refused.
+const DefaultMemoryLimit = 40 << 20
+
+// options are the service's settings, in the order Load reads them and the README lists them.
+// An option that another's check reads comes before it (PORT before AUTH_URL, DATABASE_URL before
+// RATE_LIMIT_STORE, EMAIL_PROVIDER_API_KEY before EMAIL_FROM); AUTH_SECRET, listed with the
+// origin it belongs to, is read last of all (Load says why).
+//
+// The domain's own defaults (the failure cap, the deletion grace) are auth's constants: config
+// sits above auth in the layering (server -> config -> auth), and auth never imports config, so
+// the import adds no cycle and each number is written once.
+var options = []option{
+	{name: "PORT", def: "3000", doc: "Port to listen on.",
+		set: func(c *Config, v string) error {
+			p, err := strconv.Atoi(v)
+			if err != nil || p < 1 || p > 65535 {
+				return fmt.Errorf("%q is not a port number (1-65535)", v)
+			}
+			c.Port = p
+			return nil
+		}},
+	{name: "AUTH_URL", shown: "`http://localhost:$PORT`",
+		doc: "Public origin of the service (`https://auth.example.com`). `https` turns on `Secure` cookies with the `__Secure-` name prefix, and makes `AUTH_SECRET` mandatory.",
+		set: func(c *Config, v string) error {
+			c.BaseURL = fmt.Sprintf("http://localhost:%d", c.Port)
+			if v != "" {
+				origin, err := parseBaseURL(v)
+				if err != nil {
+					return err
+				}
+				c.BaseURL = origin
+			}
+			c.Secure = strings.HasPrefix(c.BaseURL, "https://")
+			return nil
+		}},
+	{name: "AUTH_SECRET", shown: "generated",
+		doc: fmt.Sprintf("Signs session cookies; every other key (code HMAC, cookie-cache encryption) is derived from it. At least %d bytes (`openssl rand -base64 32`). Required with an https `AUTH_URL`. For local use without one, a random secret is generated once into `data/%s` (mode 0600, never in the repository) with a warning.", MinSecretLength, secretFileName)},
+	{name: "AUTH_TRUSTED_ORIGINS",
+		doc: "Extra trusted origins, comma-separated (`https://app.example.com,myapp://`), for CORS, the origin check and redirect targets. Exact origins only; wildcards are refused.",
+		set: func(c *Config, v string) error {
+			var errs []error
+			for _, item := range splitList(v) {
+				origin, err := parseTrustedOrigin(item)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%q: %w", item, err))
+					continue
+				}
+				c.TrustedOrigins = append(c.TrustedOrigins, origin)
+			}
+			return errors.Join(errs...)
+		}},
+	{name: "AUTH_TRUSTED_PROXIES",
+		doc: "IPs and CIDRs of proxies in front of the service, comma-separated, or `" + NoProxy + "` when clients connect directly (see *Client addresses*). Unset, the service trusts a single `X-Forwarded-For`, and says so in a warning at start when it listens beyond loopback.",
+		set: func(c *Config, v string) error {
+			var errs []error
+			proxies := splitList(v)
+			for _, item := range proxies {
+				if strings.EqualFold(item, NoProxy) {
+					if len(proxies) > 1 {
+						errs = append(errs, fmt.Errorf("%q stands alone: it says no proxy is in front, so it cannot come with proxies", item))
+					}
+					c.NoProxy = true
+					continue
+				}
+				prefix, err := parseProxy(item)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%q is not an IP address or CIDR network (or %q for none)", item, NoProxy))
+					continue
+				}
+				c.TrustedProxies = append(c.TrustedProxies, prefix)
+			}
+			return errors.Join(errs...)
+		}},
+	{name: "EMAIL_PROVIDER_API_KEY",
+		doc: "A Resend API key: e-mail goes through Resend's official SDK. Unset: the console mailer (one line per e-mail on stdout).",
+		set: func(c *Config, v string) error { c.EmailProviderAPIKey = v; return nil }},
+	{name: "EMAIL_FROM", doc: "The sender, required with a key (`Acme <auth@acme.example>`).",
+		set: func(c *Config, v string) error {
+			c.EmailFrom = v
+			var errs []error
+			if c.EmailProviderAPIKey != "" && v == "" {
+				errs = append(errs, errors.New("required with EMAIL_PROVIDER_API_KEY, e.g. \"Acme <auth@acme.example>\""))
+			}
+			if strings.ContainsAny(v, "\r\n") {
+				errs = append(errs, errors.New("must be one line"))
+			}
+			return errors.Join(errs...)
+		}},
+	{name: "EMAIL_PROVIDER_URL", shown: "Resend's",
+		doc: "Another API address for the provider (a compatible endpoint, or a local fake in tests).",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return fmt.Errorf("%q is not an http(s) URL", v)
+			}
+			c.EmailProviderURL = v
+			return nil
+		}},
+	{name: "AUTH_EMAIL_CHANGE_LINK", def: "true",
+		doc: "`false` switches the link-based e-mail change of the web off (`POST /api/auth/change-email` answers 400 `VERIFICATION_EMAIL_NOT_ENABLED`); the app's code-based change stays.",
+		set: func(c *Config, v string) error {
+			switch v = strings.ToLower(v); v {
+			case "true", "1", "yes", "on":
+				c.EmailChangeLinks = true
+			case "false", "0", "no", "off":
+				c.EmailChangeLinks = false
+			default:
+				return fmt.Errorf("%q must be true or false", v)
+			}
+			return nil
+		}},
+	{name: "AUTH_DELETION_GRACE", def: hours(auth.DefaultDeletionGrace), shown: days(hours(auth.DefaultDeletionGrace), auth.DefaultDeletionGrace),
+		doc: "How long a deleted account can be restored by signing in, before the nightly purge removes it.",
+		set: func(c *Config, v string) error {
+			d, err := parseDuration(v)
+			if err != nil || d < time.Hour {
+				return fmt.Errorf("%q must be a number of seconds or a Go duration of at least an hour", v)
+			}
+			c.DeletionGrace = d
+			return nil
+		}},
+	{name: "DATABASE_URL", doc: "`postgres://…` for PostgreSQL; unset for the embedded SQLite database.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			u, err := url.Parse(v)
+			switch {
+			case err != nil:
+				return errors.New("not a URL")
+			case u.Scheme != "postgres" && u.Scheme != "postgresql":
+				return fmt.Errorf("unsupported scheme %q: use a postgres:// URL, or leave it unset for the embedded SQLite database", u.Scheme)
+			}
+			c.DatabaseURL = v
+			return nil
+		}},
+	{name: "DATA_DIR", def: "data", doc: "Folder of the SQLite database and the generated secret.",
+		set: func(c *Config, v string) error { c.DataDir = v; return nil }},
+	{name: "AUTH_COOKIE_PREFIX", def: "auth", raw: true,
+		doc: "Cookie names are `<prefix>.session_token` and `<prefix>.session_data`.",
+		set: func(c *Config, v string) error {
+			if !cookiePrefixPattern.MatchString(v) {
+				return fmt.Errorf("%q must be 1-40 letters, digits, '.', '_' or '-'", v)
+			}
+			c.CookiePrefix = v
+			return nil
+		}},
+	{name: "AUTH_SESSION_MAX_AGE", def: seconds(DefaultSessionMaxAge), shown: days(seconds(DefaultSessionMaxAge), DefaultSessionMaxAge),
+		doc: "Absolute session cap from sign-in, in seconds or as a Go duration (`2160h`).",
+		set: func(c *Config, v string) error {
+			d, err := parseDuration(v)
+			if err != nil || d < time.Minute {
+				return fmt.Errorf("%q must be a number of seconds or a Go duration of at least one minute", v)
+			}
+			c.SessionMaxAge = d
+			return nil
+		}},
+	{name: "AUTH_MAX_FAILED_VERIFICATIONS", def: strconv.Itoa(auth.DefaultMaxFailedVerifications),
+		doc: "Consecutive failed verifications for one address, across codes, before it is locked for the rest of 24 hours (1–100).",
+		set: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				return fmt.Errorf("%q must be a whole number from 1 to 100 (NIST SP 800-63B allows at most 100)", v)
+			}
+			c.MaxFailedVerifications = n
+			return nil
+		}},
+	{name: "RATE_LIMIT_STORE", def: "memory",
+		doc: "`postgres` keeps the per-IP counters in PostgreSQL (table `rate_limit`, through `gofiber/storage/postgres`) so a fleet shares them; needs a postgres `DATABASE_URL`.",
+		set: func(c *Config, v string) error {
+			switch v = strings.ToLower(v); v {
+			case "memory":
+			case "postgres":
+				if c.DatabaseURL == "" {
+					return errors.New("postgres needs DATABASE_URL to be a postgres:// URL")
+				}
+			default:
+				return fmt.Errorf("%q must be memory or postgres", v)
+			}
+			c.RateLimitStore = v
+			return nil
+		}},
+	{name: "SITE_NAME", def: "codeauth", doc: "Name used in e-mails.",
+		set: func(c *Config, v string) error {
+			if len(v) > 100 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				return errors.New("must be at most 100 characters without control characters")
+			}
+			c.SiteName = v
+			return nil
+		}},
+	{name: "DEBUG_PPROF_ADDR",
+		doc: "Serves Go's profiler (`/debug/pprof/`) on this address, for measuring; loopback addresses only (`127.0.0.1:6060`).",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			host, _, err := net.SplitHostPort(v)
+			if ip, perr := netip.ParseAddr(host); err != nil || (host != "localhost" && (perr != nil || !ip.IsLoopback())) {
+				return fmt.Errorf("%q must be a loopback host:port such as 127.0.0.1:6060", v)
+			}
+			c.PprofAddr = v
+			return nil
+		}},
+	{name: "LOG_LEVEL", def: "info", doc: "`debug`/`info`/`warn`/`error`.",
+		set: func(c *Config, v string) error {
+			switch v = strings.ToLower(v); v {
+			case "debug":
+				c.LogLevel = slog.LevelDebug
+			case "info":
+				c.LogLevel = slog.LevelInfo
+			case "warn", "warning":
+				c.LogLevel = slog.LevelWarn
+			case "error":
+				c.LogLevel = slog.LevelError
+			default:
+				return fmt.Errorf("%q must be debug, info, warn or error", v)
+			}
+			return nil
+		}},
+	{name: "LOG_FORMAT", def: "text", doc: "`text` or `json`.",
+		set: func(c *Config, v string) error {
+			switch v = strings.ToLower(v); v {
+			case "text", "json":
+				c.LogFormat = v
+			default:
+				return fmt.Errorf("%q must be text or json", v)
+			}
+			return nil
+		}},
+	{name: "GOMEMLIMIT", shown: fmt.Sprintf("`%dMiB`", DefaultMemoryLimit>>20),
+		doc: "The Go runtime's soft memory limit; with the default the process peaked at 55 MB at full load. Raise it to trade memory for a little CPU."},
+}
+
+// hours writes d as a whole number of hours, the way an operator writes a long duration.
+func hours(d time.Duration) string { return strconv.FormatInt(int64(d/time.Hour), 10) + "h" }
+
+// seconds writes d as a whole number of seconds.
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+
+// days is the README's default column for a duration written as v: v, then d in days.
+func days(v string, d time.Duration) string {
+	return fmt.Sprintf("`%s` (%d days)", v, d/(24*time.Hour))
+}
+
+// Markdown returns the README's configuration table: one row per option, in the order Load reads
+// them. A test keeps README.md equal to it, and `codeauth config` prints it.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString("| Variable | Default | Meaning |\n|---|---|---|\n")
+	for _, o := range options {
+		def := o.shown
+		switch {
+		case def != "":
+		case o.def != "":
+			def = "`" + o.def + "`"
+		default:
+			def = "–"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.name, def, o.doc)
+	}
+	return b.String()
+}

@@ -1,0 +1,190 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// SendCode is a code send: the send counted against the address (Count), and, when the count
+// stays within Limit and the address is not locked, the code stored (replacing the live one for
+// its purpose and subject) with its e-mail queued.
+type SendCode struct {
+	Count Count
+	Limit int
+	Code  Verification
+	Mail  OutboxMessage
+}
+
+// IssueCode runs a SendCode in one transaction, so one commit makes the count, the code and its
+// e-mail durable together; a refused send is committed alone, and still counts. It returns the
+// count and whether the code was stored.
+func (s *Store) IssueCode(ctx context.Context, in SendCode) (Counted, bool, error) {
+	var c Counted
+	stored := false
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		var err error
+		if c, err = count(tx, in.Count); err != nil {
+			return err
+		}
+		if c.Locked || c.Count > in.Limit {
+			return nil
+		}
+		if err := upsertCode(tx, &in.Code); err != nil {
+			return err
+		}
+		stored = true
+		return enqueueOutbox(tx, &in.Mail)
+	})
+	return c, stored && err == nil, err
+}
+
+// ReplaceCode stores v, replacing the live code or link for its purpose and subject, and queues
+// its e-mail, in one transaction.
+func (s *Store) ReplaceCode(ctx context.Context, v Verification, mail OutboxMessage) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
+		if err := upsertCode(tx, &v); err != nil {
+			return err
+		}
+		return enqueueOutbox(tx, &mail)
+	})
+}
+
+// upsertCode stores v inside tx, replacing any code for its purpose and subject in a single
+// upsert; the row gets v's new id, so work in flight against the old code cannot touch the new
+// one.
+func upsertCode(tx *gorm.DB, v *Verification) error {
+	err := insertLater(tx, v, ` ON CONFLICT (purpose, subject) DO UPDATE SET id = excluded.id, email = excluded.email,
+ code_hash = excluded.code_hash, attempts = excluded.attempts, exhausted = excluded.exhausted,
+ expires_at = excluded.expires_at, created_at = excluded.created_at`)
+	if err != nil {
+		return fmt.Errorf("models: storing a code: %w", err)
+	}
+	return nil
+}
+
+// Attempt is one attempt at the live code for Purpose and Subject, sent to Email, spent before
+// the comparison. LockKey, when set, makes it lockable: nothing is spent while that failure
+// counter locks the address (count >= MaxFailures in a window not ended at Now), and the
+// comparison to come is reserved on that counter (a failure counted in advance; a new window ends
+// at FailureResetAt).
+type Attempt struct {
+	Purpose, Subject, Email string
+	MaxAttempts             int
+	Now                     time.Time
+	LockKey                 string
+	MaxFailures             int
+	FailureResetAt          time.Time
+}
+
+// SpentAttempt is a code an attempt was spent on and, for a lockable attempt, the address's count
+// of failures with the comparison to come reserved, and when that count's window ends.
+type SpentAttempt struct {
+	Verification
+	Failures        int
+	FailuresResetAt time.Time
+}
+
+// spendAttemptQuery spends one attempt of the live code for a purpose and subject, sent to the
+// address the request names, unless the address is locked (lockedSQL), and returns the row. A
+// code sent to another address (a change code's subject is the account, not the address) is
+// left alone: a guess at it could never match, and must neither spend its attempts nor count
+// against the address named (which anyone could then lock out without sending it anything).
+const spendAttemptQuery = `UPDATE verifications SET attempts = attempts + 1
+ WHERE purpose = ? AND subject = ? AND email = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
+ RETURNING *`
+
+// spendAndReserveQuery is spendAttemptQuery followed, when it spent an attempt, by the failure
+// reservation (a counter upsert like hitQuery's, on the key lockedSQL checked), in one statement
+// and one round trip.
+const spendAndReserveQuery = `WITH spent AS (` + spendAttemptQuery + `),
+reserved AS (INSERT INTO auth_throttle (key, count, reset_at, updated_at) SELECT ?, 1, ?, ? FROM spent
+` + countConflictSQL + `
+ RETURNING count, reset_at)
+SELECT spent.*, reserved.count AS failures, reserved.reset_at AS failures_reset_at FROM spent LEFT JOIN reserved ON true`
+
+// SpendAttempt spends one attempt (see Attempt), committed on its own before the comparison, so
+// parallel guesses, on one instance or many, can never make more than MaxAttempts comparisons in
+// total, and a failure later in the request cannot roll the count back. It returns nil when no
+// attempt could be spent: the code is gone, expired, out of attempts, sent to another address,
+// or the address is locked. On PostgreSQL the attempt and the reservation are one statement
+// (spendAndReserveQuery); SQLite, which cannot modify in a WITH, runs in the process and makes the
+// reservation as a second statement right after.
+func (s *Store) SpendAttempt(ctx context.Context, a Attempt) (*SpentAttempt, error) {
+	db := s.db.WithContext(ctx)
+	lockable := a.LockKey != ""
+	args := []any{a.Purpose, a.Subject, a.Email, a.MaxAttempts, a.Now, a.LockKey, a.MaxFailures, a.Now}
+	together := lockable && s.postgres
+	query := spendAttemptQuery
+	if together {
+		query = spendAndReserveQuery
+		args = append(args, a.LockKey, a.FailureResetAt, a.Now, a.Now, a.Now)
+	}
+	var rows []SpentAttempt
+	if err := scanNow(db, &rows, query, args...); err != nil {
+		return nil, fmt.Errorf("models: counting an attempt: %w", err)
+	}
+	if len(rows) != 1 {
+		return nil, nil
+	}
+	spent := &rows[0]
+	if lockable && !together {
+		c, err := count(db, Count{Key: a.LockKey, ResetAt: a.FailureResetAt, Now: a.Now})
+		if err != nil {
+			return nil, err
+		}
+		spent.Failures, spent.FailuresResetAt = c.Count, c.ResetAt
+	}
+	spent.FailuresResetAt = spent.FailuresResetAt.UTC()
+	return spent, nil
+}
+
+// Code reads the code for purpose and subject sent to email; ErrNotFound when there is none.
+func (s *Store) Code(ctx context.Context, purpose, subject, email string) (Verification, error) {
+	var v Verification
+	err := s.db.WithContext(ctx).Where("purpose = ? AND subject = ? AND email = ?", purpose, subject, email).Take(&v).Error
+	if err != nil {
+		return Verification{}, notFound(err, "reading a code")
+	}
+	return v, nil
+}
+
+// CodeByID reads the code or link id of purpose; ErrNotFound when there is none.
+func (s *Store) CodeByID(ctx context.Context, id, purpose string) (Verification, error) {
+	var v Verification
+	err := s.db.WithContext(ctx).Where("id = ? AND purpose = ?", id, purpose).Take(&v).Error
+	if err != nil {
+		return Verification{}, notFound(err, "reading a link")
+	}
+	return v, nil
+}
+
+// DeleteCode deletes the code id (an expired one, found by a verification).
+func (s *Store) DeleteCode(ctx context.Context, id string) error {
+	return s.db.WithContext(ctx).Where("id = ?", id).Delete(&Verification{}).Error
+}
+
+// MarkCodeExhausted marks the code id as out of attempts, and reports whether this call did: of
+// parallel requests that find the budget spent, exactly one gets true.
+func (s *Store) MarkCodeExhausted(ctx context.Context, id string) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&Verification{}).Where("id = ? AND exhausted = ?", id, false).Update("exhausted", true)
+	if res.Error != nil {
+		return false, fmt.Errorf("models: marking a code exhausted: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// consumeCode deletes the matched code inside tx, or fails with ErrLost: exactly one of any
+// number of parallel requests holding the same right code consumes it.
+func consumeCode(tx *gorm.DB, v Verification) error {
+	n, err := execNow(tx, "DELETE FROM verifications WHERE id = ? AND code_hash = ?", v.ID, v.CodeHash)
+	if err != nil {
+		return fmt.Errorf("models: consuming a code: %w", err)
+	}
+	if n != 1 {
+		return ErrLost
+	}
+	return nil
+}

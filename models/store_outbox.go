@@ -1,0 +1,204 @@
+package models
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+)
+
+// The outbox's statements: queueing an e-mail inside the transaction of the change that causes
+// it, and the worker's claim, lease, record and prune (mail.Outbox decides when, and what the
+// results are; these say how they are stored). Times are the caller's clock, as every method
+// of Store takes them.
+
+// Outbox statuses. A message is pending until it is delivered, dropped or given up; delivered and
+// dropped messages are deleted, so the only other status is that of the record of a message given
+// up (versions before these deletions also kept delivered messages, as "sent", and the prune of
+// records removes those too). Queries on pending rows write the status as a literal (pendingSQL),
+// not a parameter, so that PostgreSQL's generic plans of prepared statements can use the partial
+// index on pending rows (OutboxMessage's idx_outbox_pending, whose tag writes the same literal).
+const (
+	// OutboxPending is a message waiting for delivery, or being delivered under a lease.
+	OutboxPending = "pending"
+	// OutboxAbandoned is the record of a message given up: no retry could deliver it.
+	OutboxAbandoned = "abandoned"
+
+	pendingSQL = "status = '" + OutboxPending + "'"
+)
+
+// enqueueOutbox writes row inside tx, for delivery once tx commits. A row with a Supersede key
+// first deletes the pending messages queued with the same key: a new code replaces the old one
+// in the queue as it does in the database. row.CreatedAt is the enqueue's now. Both statements
+// go with execLater, so in a pipelined transaction they cost no round trip of their own.
+func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
+	if row.Supersede != "" {
+		// A message a worker is sending right now is left to finish: it is already on its way.
+		if err := execLater(tx, `DELETE FROM outbox
+ WHERE supersede = ? AND `+pendingSQL+` AND (locked_until IS NULL OR locked_until <= ?)`,
+			row.Supersede, row.CreatedAt); err != nil {
+			return fmt.Errorf("models: superseding queued e-mail: %w", err)
+		}
+	}
+	if err := insertLater(tx, row, ""); err != nil {
+		return fmt.Errorf("models: queueing e-mail: %w", err)
+	}
+	return nil
+}
+
+// forgetGivenUp deletes, inside tx, the records of messages to the recipients that were given up
+// (delivered ones are gone already); messages still waiting are left to be delivered.
+func forgetGivenUp(tx *gorm.DB, recipients []string) error {
+	if err := tx.Where("recipient IN ? AND NOT "+pendingSQL, recipients).Delete(&OutboxMessage{}).Error; err != nil {
+		return fmt.Errorf("models: forgetting e-mail given up: %w", err)
+	}
+	return nil
+}
+
+// The claim's statement. It picks the due messages in a subquery and leases them in the UPDATE
+// around it; the outer condition repeats the inner one, because on PostgreSQL a row picked may be
+// claimed by another worker before this one locks it, and is then left to that worker. On
+// PostgreSQL, rows another worker is claiming are skipped rather than waited for (SKIP LOCKED),
+// and the ids picked are collected into an array first: PostgreSQL may plan "id IN (subquery)"
+// as a nested loop that runs the subquery again for every row it looks at, and each run skips
+// the rows this statement has already leased and picks limit more, so the claim took every due
+// message however small its limit. ARRAY(subquery) is an init plan, run once. SQLite runs the
+// uncorrelated subquery once anyway, and has no row locks to skip: its writers take turns.
+const (
+	claimDue = `SELECT id FROM outbox WHERE ` + pendingSQL + ` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
+  ORDER BY next_attempt_at LIMIT ?`
+	claimSet   = `UPDATE outbox SET locked_until = ?, attempts = attempts + 1`
+	claimAgain = ` AND ` + pendingSQL + ` AND (locked_until IS NULL OR locked_until <= ?)
+ RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`
+	claimSQLite   = claimSet + ` WHERE id IN (` + claimDue + `)` + claimAgain
+	claimPostgres = claimSet + ` WHERE id = ANY(ARRAY(` + claimDue + ` FOR UPDATE SKIP LOCKED))` + claimAgain
+)
+
+// ClaimOutbox takes a lease until until on up to limit messages due at now, the earliest due
+// first, with one conditional UPDATE, so that only one worker anywhere gets each, and returns
+// them with their attempts counted (the claim is one). A message is due when it is pending, its
+// next attempt is at or before now and no lease on it runs past now.
+//
+// until fences workers off each other (mail's hold): it must be later than now, and a worker
+// finds it still holds a message while the message's locked_until is the until it set.
+func (s *Store) ClaimOutbox(ctx context.Context, now, until time.Time, limit int) ([]OutboxMessage, error) {
+	claim := claimSQLite
+	if s.postgres {
+		claim = claimPostgres
+	}
+	var batch []OutboxMessage
+	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
+		return nil, fmt.Errorf("models: claiming e-mail: %w", err)
+	}
+	return batch, nil
+}
+
+// ExtendOutboxLease moves the lease on the messages ids that is held until held on to until,
+// and returns the ids it extended: those still pending with that very lease. A message whose
+// lease ran out and was claimed again carries another lease, and stays its new holder's.
+func (s *Store) ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error) {
+	var kept []string
+	err := s.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
+		until, ids, held).Scan(&kept).Error
+	if err != nil {
+		return nil, fmt.Errorf("models: extending the lease on e-mail: %w", err)
+	}
+	return kept, nil
+}
+
+// The results of a delivery. A message sent is deleted whether or not its lease still holds: it
+// went out. Any other result is written only while the message is pending under the lease held,
+// the locked_until its worker set; otherwise another worker took it over when that lease ran out
+// (the first was paused past it), and what becomes of it is that worker's to record.
+
+// DeleteSentOutbox deletes the messages ids, delivered. A delivered message is not kept: until
+// it is recorded its id is the provider's idempotency key for a retry after a lost answer, and
+// once it is recorded nothing reads it.
+func (s *Store) DeleteSentOutbox(ctx context.Context, ids []string) error {
+	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Delete(&OutboxMessage{}).Error; err != nil {
+		return fmt.Errorf("models: recording deliveries: %w", err)
+	}
+	return nil
+}
+
+// DropOutbox deletes the messages ids held until held, no longer worth sending (replaced by a
+// newer code, or expired): nobody needs to know of them, so they go without a trace.
+func (s *Store) DropOutbox(ctx context.Context, ids []string, held time.Time) error {
+	if err := s.db.WithContext(ctx).Where("id IN ? AND status = ? AND locked_until = ?", ids, OutboxPending, held).
+		Delete(&OutboxMessage{}).Error; err != nil {
+		return fmt.Errorf("models: dropping e-mail: %w", err)
+	}
+	return nil
+}
+
+// RescheduleOutbox records a failed delivery of the message id held until held: its lease ends,
+// the next attempt is at next, and reason is kept as its last error, cut to the size of the
+// column.
+func (s *Store) RescheduleOutbox(ctx context.Context, id string, held, next time.Time, reason string) error {
+	err := s.heldOutbox(ctx, id, held).Updates(map[string]any{"next_attempt_at": next, "locked_until": nil,
+		"last_error": lastError(reason)}).Error
+	if err != nil {
+		return fmt.Errorf("models: rescheduling e-mail: %w", err)
+	}
+	return nil
+}
+
+// GiveUpOutbox turns the message id held until held into the record of a message given up at
+// at, for reason (kept as its last error, cut to the size of the column). The record keeps what
+// an operator needs to know, and no secret: the payload goes (it may hold a live code), and so
+// does the supersede key, which nothing reads once the message has left the queue.
+func (s *Store) GiveUpOutbox(ctx context.Context, id string, held, at time.Time, reason string) error {
+	err := s.heldOutbox(ctx, id, held).Updates(map[string]any{"status": OutboxAbandoned, "payload": []byte{}, "supersede": "",
+		"locked_until": nil, "last_error": lastError(reason), "given_up_at": at}).Error
+	if err != nil {
+		return fmt.Errorf("models: recording e-mail given up: %w", err)
+	}
+	return nil
+}
+
+// heldOutbox selects the message id while it is pending under the lease held.
+func (s *Store) heldOutbox(ctx context.Context, id string, held time.Time) *gorm.DB {
+	return s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", id, OutboxPending, held)
+}
+
+// CountDueOutbox counts the pending messages whose delivery is due at now, leased or not.
+func (s *Store) CountDueOutbox(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).
+		Where(pendingSQL+" AND next_attempt_at <= ?", now).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("models: counting e-mail due: %w", err)
+	}
+	return n, nil
+}
+
+// PruneGivenUpOutbox deletes at most limit records of messages given up before cutoff, and
+// returns how many it deleted; the caller repeats it until fewer than limit go, so that a large
+// backlog is deleted in short statements. Records without the time they were given up (an
+// earlier version's, delivered ones included) go by the time they were queued. A record never
+// changes, so the rows picked need no second look.
+func (s *Store) PruneGivenUpOutbox(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	res := s.db.WithContext(ctx).Exec(`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox
+ WHERE NOT `+pendingSQL+` AND COALESCE(given_up_at, created_at) < ? LIMIT ?)`, cutoff, limit)
+	if res.Error != nil {
+		return res.RowsAffected, fmt.Errorf("models: pruning the records of e-mail given up: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// lastError is s cut to the size of outbox.last_error (OutboxMessage.LastError), at most 500
+// bytes and so at most 500 characters. The cut falls between characters: PostgreSQL refuses text
+// that is not UTF-8, and a failure that could not be recorded would be retried for ever.
+func lastError(s string) string {
+	const size = 500
+	if len(s) <= size {
+		return s
+	}
+	cut := size
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

@@ -1,0 +1,42 @@
+package models
+
+import (
+	"context"
+	"time"
+)
+
+// The prune of expired rows. Each statement picks a batch of at most limit expired rows and
+// deletes those that are still expired: on PostgreSQL a row picked may change before the
+// statement locks it (a throttle counter whose window passed starts a new one in the same row),
+// and the condition is checked again on the row it then finds, so a live row is never deleted.
+// Each returns how many rows it deleted; the caller repeats it until fewer than limit go, so a
+// backlog is deleted in short statements, each committed on its own, none holding many row locks,
+// or SQLite's write lock, for long.
+
+// PruneCounters deletes at most limit throttle counters whose window ended at or before now.
+func (s *Store) PruneCounters(ctx context.Context, now time.Time, limit int) (int64, error) {
+	return s.prune(ctx, `DELETE FROM auth_throttle
+ WHERE key IN (SELECT key FROM auth_throttle WHERE reset_at <= ? LIMIT ?) AND reset_at <= ?`, now, limit)
+}
+
+// PruneCodes deletes at most limit codes and links that expired at or before now.
+func (s *Store) PruneCodes(ctx context.Context, now time.Time, limit int) (int64, error) {
+	return s.prune(ctx, `DELETE FROM verifications
+ WHERE id IN (SELECT id FROM verifications WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`, now, limit)
+}
+
+// PruneSessions deletes at most limit sessions that expired at or before now. A session's expiry
+// is never later than its absolute cap (creating and refreshing a session both clamp it), so
+// expires_at alone, which is indexed, finds every session that has ended, without reading the
+// whole table at each run.
+func (s *Store) PruneSessions(ctx context.Context, now time.Time, limit int) (int64, error) {
+	return s.prune(ctx, `DELETE FROM sessions
+ WHERE id IN (SELECT id FROM sessions WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`, now, limit)
+}
+
+// prune runs one of the statements above, whose arguments are now, the batch's size and now
+// again.
+func (s *Store) prune(ctx context.Context, query string, now time.Time, limit int) (int64, error) {
+	res := s.db.WithContext(ctx).Exec(query, now, limit, now)
+	return res.RowsAffected, res.Error
+}

@@ -1,0 +1,180 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// SignIn is what a verified sign-in code writes: the account (Fresh, when this verification
+// creates it, with its UserData), the code consumed (its ID and CodeHash), the address's failure
+// counter cleared, the new Session, and, for a new account, the e-mail Welcome returns.
+// GraceCutoff is the deletion time at or before which a deleted account is past its grace period:
+// it is purged and the address signs up afresh.
+type SignIn struct {
+	Fresh       User
+	UserData    UserData
+	Code        Verification
+	FailureKey  string
+	Session     Session
+	Welcome     func(User) (OutboxMessage, error)
+	GraceCutoff time.Time
+	Now         time.Time
+}
+
+// SignedIn is the account a sign-in signed in, and whether the sign-in created it.
+type SignedIn struct {
+	User    User
+	Created bool
+}
+
+// upsertUserSQL inserts an account, or, when one holds the address, locks it as SELECT … FOR
+// UPDATE would (the no-op SET), and returns the row either way. Of two parallel first
+// verifications exactly one inserts; the other waits for it and gets its row. An account that
+// held the address and moves away meanwhile is no conflict: PostgreSQL tries the insert again.
+const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (email) DO UPDATE SET email = excluded.email
+RETURNING *`
+
+// CompleteSignIn consumes the code and signs in, in one transaction: the account is created,
+// restored or purged and created again (settleUser), the failure counter cleared and the session
+// stored; a new account's welcome e-mail is queued with it. A code a parallel request consumed
+// first is ErrLost, and nothing is written. When the connection breaks after the COMMIT was sent
+// the error is ErrCommitUnknown: the session (SessionExists) tells whether it committed.
+//
+// The account row is inserted or locked before the code is consumed: every transaction that
+// touches both an account and its codes takes them in that order (restore, address change,
+// purge), so none can deadlock with another. On PostgreSQL the upsert and the consumption go to
+// the database in one round trip, and the rest with the COMMIT.
+func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error) {
+	var out SignedIn
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		fresh := in.Fresh
+		var found []User
+		if err := scanLater(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
+			return fmt.Errorf("models: creating a user: %w", err)
+		}
+		if err := consumeCode(tx, in.Code); err != nil {
+			return err
+		}
+		user, created, err := settleUser(tx, in, found)
+		if err != nil {
+			return err
+		}
+		if err := clearCounter(tx, in.FailureKey); err != nil {
+			return err
+		}
+		in.Session.UserID = user.ID
+		if err := insertLater(tx, &in.Session, ""); err != nil {
+			return fmt.Errorf("models: creating a session: %w", err)
+		}
+		if created && in.Welcome != nil {
+			// The welcome e-mail is queued with the account and delivered after the commit; a
+			// failed delivery never undoes the sign-up.
+			m, err := in.Welcome(user)
+			if err != nil {
+				return err
+			}
+			if err := enqueueOutbox(tx, &m); err != nil {
+				return err
+			}
+		}
+		out = SignedIn{User: user, Created: created}
+		return nil
+	})
+	return out, err
+}
+
+// settleUser finishes what upsertUserSQL started, given the row it returned, and returns the
+// account that signs in and whether it was created here (the returned row is the fresh one). A
+// new account gets its sign-up effects. A soft-deleted account inside its grace period is
+// restored by signing in; past it, it is purged and a new account is made. An existing account's
+// row stays locked until the sign-in commits, so an address change or restore that commits
+// meanwhile waits for it, and then ends the new session with the others; without the lock the
+// new session could outlive the restore meant to end it.
+func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
+	if len(found) != 1 {
+		return User{}, false, fmt.Errorf("models: creating a user returned %d rows", len(found))
+	}
+	fresh, existing := in.Fresh, found[0]
+	if existing.ID == fresh.ID {
+		return fresh, true, signUpEffects(tx, fresh, in.UserData)
+	}
+	if existing.DeletedAt.Valid && !existing.DeletedAt.Time.After(in.GraceCutoff) {
+		// Past its grace period the account is gone, whether or not the nightly purge has run:
+		// purge it now and sign up afresh. The row is locked, and the purge's cutoff is the one
+		// just checked, so it goes; a parallel sign-up for the address waits on the unique index.
+		n, err := purgeUsers(tx, []string{existing.ID}, in.GraceCutoff)
+		if err != nil {
+			return User{}, false, err
+		}
+		if n != 1 {
+			return User{}, false, fmt.Errorf("models: purging an account past its grace removed %d", n)
+		}
+		if err := tx.Create(&fresh).Error; err != nil {
+			return User{}, false, fmt.Errorf("models: creating a user: %w", err)
+		}
+		return fresh, true, signUpEffects(tx, fresh, in.UserData)
+	}
+	if existing.DeletedAt.Valid || !existing.EmailVerified {
+		// Signing in restores a deleted account, and the code just proved the address.
+		if err := execLater(tx, "UPDATE users SET deleted_at = NULL, email_verified = ?, updated_at = ? WHERE id = ?", true, in.Now, existing.ID); err != nil {
+			return User{}, false, fmt.Errorf("models: updating a user: %w", err)
+		}
+		existing.DeletedAt = gorm.DeletedAt{}
+		existing.EmailVerified = true
+		existing.UpdatedAt = in.Now
+	}
+	existing.CreatedAt, existing.UpdatedAt = existing.CreatedAt.UTC(), existing.UpdatedAt.UTC()
+	return existing, false, nil
+}
+
+// signUpEffects runs in the transaction that creates the account: its UserData row, and every
+// purchase made with its address before the account existed is linked to it.
+func signUpEffects(tx *gorm.DB, user User, ud UserData) error {
+	ud.UserID = user.ID
+	if err := ensureUserData(tx, &ud); err != nil {
+		return err
+	}
+	if err := execLater(tx, "UPDATE purchases SET user_id = ? WHERE email = ? AND user_id IS NULL", user.ID, user.Email); err != nil {
+		return fmt.Errorf("models: linking purchases: %w", err)
+	}
+	return nil
+}
+
+// ensureUserData creates the UserData row ud unless its user has one.
+func ensureUserData(tx *gorm.DB, ud *UserData) error {
+	if err := insertLater(tx, ud, " ON CONFLICT (user_id) DO NOTHING"); err != nil {
+		return fmt.Errorf("models: creating user data: %w", err)
+	}
+	return nil
+}
+
+// SessionExists reports whether the session id is stored: after ErrCommitUnknown, whether the
+// sign-in that created it committed.
+func (s *Store) SessionExists(ctx context.Context, id string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Session{}).Where("id = ?", id).Count(&n).Error
+	return n == 1, err
+}
+
+// Preferences returns the UserData of defaults.UserID, creating it as defaults for accounts that
+// predate it.
+func (s *Store) Preferences(ctx context.Context, defaults UserData) (UserData, error) {
+	db := s.db.WithContext(ctx)
+	var ud UserData
+	err := db.Where("user_id = ?", defaults.UserID).Take(&ud).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		if err := ensureUserData(db, &defaults); err != nil {
+			return UserData{}, err
+		}
+		err = db.Where("user_id = ?", defaults.UserID).Take(&ud).Error
+	}
+	if err != nil {
+		return UserData{}, fmt.Errorf("models: reading user data: %w", err)
+	}
+	return ud, nil
+}

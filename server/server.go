@@ -1,0 +1,316 @@
+// Package server builds the service from its configuration, in one place used by the command
+// and by the tests alike: storage, mailer, the auth service, the HTTP app, the outbox worker and
+// the scheduled jobs, and the shutdown that stops them in an order that loses nothing.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served on DEBUG_PPROF_ADDR only
+	"os"
+	"sync"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/config"
+	"codeauth/handlers"
+	"codeauth/mail"
+	"codeauth/middleware"
+	"codeauth/models"
+
+	"github.com/gofiber/fiber/v2"
+	pgstorage "github.com/gofiber/storage/postgres/v3"
+)
+
+// ShutdownTimeout bounds how long in-flight requests may take to finish once Close is called.
+const ShutdownTimeout = 20 * time.Second
+
+// Options are what a Server takes besides its configuration: the parts a test replaces. The zero
+// value is the production service.
+type Options struct {
+	// Logger receives the service's log; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the service, its database and its per-IP windows; nil means time.Now.
+	// Tests pass a clock they move.
+	Now func() time.Time
+	// Mailer delivers e-mail instead of the mailer the configuration selects: a test's memory
+	// mailbox, or a provider client pointed at a fake provider.
+	Mailer mail.Mailer
+	// Store, when set, is an opened storage used instead of opening the configured database,
+	// and left open by Close: a second instance in one process on SQLite, which serves a process
+	// through one connection.
+	Store *models.Store
+	// RateStore replaces the store of the per-IP counters that RATE_LIMIT_STORE selects.
+	RateStore middleware.RateStore
+	// NoSchedule leaves the scheduled jobs out of Start. They run on the wall clock, so in a test
+	// they would prune rows under it at moments it does not choose; tests run jobs themselves.
+	NoSchedule bool
+}
+
+// Server is the whole service built from one configuration.
+type Server struct {
+	// Config is the configuration it was built from.
+	Config config.Config
+	// Store is the storage: the database, opened and migrated.
+	Store *models.Store
+	// Auth is the domain service.
+	Auth *auth.Service
+	// App is the HTTP application.
+	App *fiber.App
+	// Scheduler runs the jobs of Auth under locks shared across instances.
+	Scheduler *Scheduler
+
+	log        *slog.Logger
+	noSchedule bool
+	ownStore   bool
+	kv         *pgstorage.Storage
+
+	mu         sync.Mutex
+	started    bool
+	closed     bool
+	listeners  []net.Listener
+	stopJobs   context.CancelFunc
+	jobsDone   sync.WaitGroup
+	stopWorker context.CancelFunc
+	workerDone chan struct{}
+}
+
+// Migrate brings the configured database's schema up to date, and closes it: the migrate
+// command.
+func Migrate(ctx context.Context, cfg config.Config, opts Options) error {
+	store, err := open(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	return store.Close()
+}
+
+// open opens the configured database and brings its schema up to date.
+func open(ctx context.Context, cfg config.Config, opts Options) (*models.Store, error) {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return models.OpenStore(ctx, models.Options{
+		DatabaseURL: cfg.DatabaseURL,
+		SQLitePath:  cfg.SQLitePath(),
+		Now:         func() time.Time { return now().UTC() },
+		Logger:      opts.Logger,
+	})
+}
+
+// New builds the service that cfg describes: it opens and migrates the database (unless
+// opts.DB is given), and builds the mailer, the auth service, the per-IP rate store and the HTTP
+// app. Nothing runs until Start and Serve; Close releases what New opened, also when Start and
+// Serve were never called.
+func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{Config: cfg, Store: opts.Store, log: log, noSchedule: opts.NoSchedule}
+	defer func() {
+		if err != nil {
+			s.release()
+		}
+	}()
+	if s.Store == nil {
+		if s.Store, err = open(ctx, cfg, opts); err != nil {
+			return nil, fmt.Errorf("database unavailable: %w", err)
+		}
+		s.ownStore = true
+	}
+	mailer := opts.Mailer
+	if mailer == nil {
+		if mailer, err = mail.New(mail.ProviderConfig{APIKey: cfg.EmailProviderAPIKey, From: cfg.EmailFrom, BaseURL: cfg.EmailProviderURL}, os.Stdout); err != nil {
+			return nil, fmt.Errorf("no mailer: %w", err)
+		}
+	}
+	s.Auth, err = auth.New(auth.Options{
+		Store:                  s.Store,
+		Mailer:                 mailer,
+		Secret:                 cfg.Secret,
+		SessionMaxAge:          cfg.SessionMaxAge,
+		MaxFailedVerifications: cfg.MaxFailedVerifications,
+		SiteName:               cfg.SiteName,
+		SiteURL:                cfg.BaseURL,
+		EmailChangeLinks:       cfg.EmailChangeLinks,
+		DeletionGrace:          cfg.DeletionGrace,
+		Now:                    opts.Now,
+		Logger:                 log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the auth service: %w", err)
+	}
+	rateStore := opts.RateStore
+	if rateStore == nil && cfg.RateLimitStore == "postgres" {
+		if s.kv, err = sharedStorage(ctx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+		rateStore = middleware.NewSharedRateStore(s.kv)
+	}
+	s.App = handlers.NewApp(handlers.Deps{
+		Auth:           s.Auth,
+		Secret:         cfg.Secret,
+		BaseURL:        cfg.BaseURL,
+		TrustedOrigins: cfg.TrustedOrigins,
+		TrustedProxies: cfg.TrustedProxies,
+		NoProxy:        cfg.NoProxy,
+		RateStore:      rateStore,
+		Now:            opts.Now,
+		CookiePrefix:   cfg.CookiePrefix,
+		Secure:         cfg.Secure,
+		SiteName:       cfg.SiteName,
+		Ready:          s.Store.Ready,
+		Logger:         log,
+	})
+	s.Scheduler = NewScheduler(s.Store, log)
+	return s, nil
+}
+
+// Jobs are the service's scheduled jobs: the prune, then the nightly ones.
+func (s *Server) Jobs() []auth.Job {
+	return append([]auth.Job{s.Auth.PruneJob()}, s.Auth.NightlyJobs()...)
+}
+
+// Start runs the background work: the outbox worker, the scheduled jobs (unless
+// Options.NoSchedule) and, when DEBUG_PPROF_ADDR is set, the profiler. It returns at once; Close
+// stops them.
+func (s *Server) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.closed {
+		return
+	}
+	s.started = true
+	// The worker has a context of its own: Close stops it after the in-flight requests, so it
+	// still delivers what they queue, and lets it finish the message it is sending.
+	workerCtx, stopWorker := context.WithCancel(context.Background())
+	s.stopWorker, s.workerDone = stopWorker, make(chan struct{})
+	go func() {
+		defer close(s.workerDone)
+		s.Auth.Outbox().Run(workerCtx)
+	}()
+	jobsCtx, stopJobs := context.WithCancel(context.Background())
+	s.stopJobs = stopJobs
+	if !s.noSchedule {
+		s.jobsDone.Add(2)
+		go func() {
+			defer s.jobsDone.Done()
+			s.Scheduler.RunEvery(jobsCtx, PruneInterval, s.Auth.PruneJob())
+		}()
+		go func() {
+			defer s.jobsDone.Done()
+			s.Scheduler.RunNightly(jobsCtx, s.Auth.NightlyJobs())
+		}()
+	}
+	if addr := s.Config.PprofAddr; addr != "" {
+		// Profiling, on a loopback address of its own, only when asked for.
+		go func() {
+			s.log.Info("profiler listening", "addr", addr)
+			if err := http.ListenAndServe(addr, nil); err != nil {
+				s.log.Error("profiler stopped", "error", err)
+			}
+		}()
+	}
+}
+
+// Serve answers HTTP requests on ln until Close, or until the listener fails.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return errors.New("server: serving after Close")
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	if !s.Config.ProxySet() && !loopbackOnly(ln.Addr()) {
+		s.log.Warn("AUTH_TRUSTED_PROXIES is not set and the service can be reached from other hosts: a single " +
+			"X-Forwarded-For or X-Real-IP is taken as the client's address, which is right behind one proxy that " +
+			"sets it but lets a client that connects directly choose its own rate-limit bucket; set " +
+			"AUTH_TRUSTED_PROXIES=" + config.NoProxy + " when clients connect directly, or list your proxies")
+	}
+	database := "sqlite " + s.Config.SQLitePath()
+	if s.Store.Postgres() {
+		database = "postgres"
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.App.Listener(ln) }()
+	s.log.Info("listening", "url", s.Config.BaseURL, "port", s.Config.Port, "database", database)
+	return <-served
+}
+
+// Close stops the service in the order that loses nothing: the scheduled jobs are told to stop,
+// the listener stops taking requests and the in-flight ones finish (within ShutdownTimeout), the
+// outbox worker finishes the message it is sending, the jobs return, and then the shared rate
+// store and the database close. A shutdown that runs out of time is not an error: the requests
+// still running are cut, as they would be by any stop.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	listeners := s.listeners
+	s.mu.Unlock()
+	if s.stopJobs != nil {
+		s.stopJobs()
+	}
+	var err error
+	if len(listeners) > 0 {
+		if e := s.App.ShutdownWithTimeout(ShutdownTimeout); e != nil && !errors.Is(e, context.DeadlineExceeded) {
+			err = fmt.Errorf("server: shutting the listener down: %w", e)
+		}
+		// A Serve that had not yet handed its listener to the app when the app shut down would
+		// otherwise serve on; closing the listener ends it. Closing it twice is harmless.
+		for _, ln := range listeners {
+			ln.Close()
+		}
+	}
+	if s.stopWorker != nil {
+		s.stopWorker()
+		<-s.workerDone
+	}
+	s.jobsDone.Wait()
+	s.release()
+	return err
+}
+
+// release closes the shared rate store, and the database when the server opened it.
+func (s *Server) release() {
+	if s.kv != nil {
+		s.kv.Close()
+	}
+	if s.ownStore && s.Store != nil {
+		s.Store.Close()
+	}
+}
+
+// loopbackOnly reports whether a listener accepts connections from this host only.
+func loopbackOnly(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
+
+// sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres, on a pool with
+// the service's connection policy (models.OpenPool). The storage package panics when it cannot
+// connect; that becomes an error here.
+func sharedStorage(ctx context.Context, databaseURL string) (kv *pgstorage.Storage, err error) {
+	pool, err := models.OpenPool(ctx, databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("RATE_LIMIT_STORE=postgres: %w", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			pool.Close()
+			err = fmt.Errorf("RATE_LIMIT_STORE=postgres: %v", r)
+		}
+	}()
+	return pgstorage.NewWithContext(ctx, pgstorage.Config{DB: pool, Table: "rate_limit", GCInterval: time.Minute}), nil
+}
