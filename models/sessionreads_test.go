@@ -171,7 +171,7 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 // On PostgreSQL a query that fails answers every read in it with the error, never with "no
 // session"; a read that waits for the database stops waiting when its request's context ends,
 // while the query it was part of goes on for the others; and when the database does not keep
-// up, reads past SessionReadQueue fail at once, as the database's unavailability, instead of
+// up, reads past sessionReadQueue fail at once, as the database's unavailability, instead of
 // queueing without end.
 func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 	st := openTestStore(t, Options{DatabaseURL: testPostgresURL(t)})
@@ -250,7 +250,7 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 	// Fill the line behind the hung queries: the reads past it are refused at once, while the
 	// others wait.
 	waiting, stopWaiting := context.WithCancel(context.Background())
-	n := SessionReadQueue + sessionReadsInFlight*sessionReadBatch + sessionReadBatch
+	n := sessionReadQueue + sessionReadsInFlight*sessionReadBatch + sessionReadBatch
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for range n {
