@@ -11,7 +11,7 @@ import (
 
 // SignIn is what a verified sign-in code writes: the account (Fresh, when this verification
 // creates it, with its UserData), the code consumed (its ID and CodeHash), the address's failure
-// counter cleared, the new Session, and, for a new account, the e-mail Welcome returns.
+// counter cleared, the new Session, and, only when it creates the account, the Welcome e-mail.
 // GraceCutoff is the deletion time at or before which a deleted account is past its grace period:
 // it is purged and the address signs up afresh.
 type SignIn struct {
@@ -20,7 +20,7 @@ type SignIn struct {
 	Code        Verification
 	FailureKey  string
 	Session     Session
-	Welcome     func(User) (OutboxMessage, error)
+	Welcome     OutboxMessage
 	GraceCutoff time.Time
 	Now         time.Time
 }
@@ -71,14 +71,10 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		if err := insertLater(tx, &in.Session, ""); err != nil {
 			return fmt.Errorf("models: creating a session: %w", err)
 		}
-		if created && in.Welcome != nil {
+		if created {
 			// The welcome e-mail is queued with the account and delivered after the commit; a
 			// failed delivery never undoes the sign-up.
-			m, err := in.Welcome(user)
-			if err != nil {
-				return err
-			}
-			if err := enqueueOutbox(tx, &m); err != nil {
+			if err := enqueueOutbox(tx, &in.Welcome); err != nil {
 				return err
 			}
 		}
