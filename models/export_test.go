@@ -1,6 +1,10 @@
 package models
 
-import "gorm.io/gorm"
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
 
 // The pipelined transaction and its statements, for the external tests of pipeline_test.go.
 var (
@@ -24,4 +28,14 @@ func NowScan[T any](tx *gorm.DB, dest *[]T, query string, args ...any) error {
 func Numbered(query string) (string, error) {
 	w := parse(query)
 	return w.numbered, w.err
+}
+
+// SetSessionReadTimeout bounds each batch query of the session reads on PostgreSQL to d (10 s
+// unless set); it reports false on SQLite, whose reads are not batched. Tests shorten it.
+func (s *Store) SetSessionReadTimeout(d time.Duration) bool {
+	if b := s.sessions.batch; b != nil {
+		b.timeout.Store(int64(d))
+		return true
+	}
+	return false
 }

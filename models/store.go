@@ -22,7 +22,7 @@ type Store struct {
 	db       *gorm.DB
 	postgres bool
 	// sessions answers ReadSession; sessionQueries counts its queries.
-	sessions       sessionReader
+	sessions       sessionReaders
 	sessionQueries atomic.Int64
 }
 

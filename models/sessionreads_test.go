@@ -1,4 +1,4 @@
-package auth_test
+package models
 
 import (
 	"context"
@@ -11,53 +11,55 @@ import (
 	"testing"
 	"time"
 
-	"codeauth/auth"
-	"codeauth/internal/testkit"
+	"gorm.io/gorm"
 )
 
-// Session checks that reach the database at the same moment share queries on PostgreSQL. Each
+// Session reads that reach the database at the same moment share queries on PostgreSQL. Each
 // must still get its own session: many concurrent reads of different tokens, the same token more
 // than once, and tokens that match nothing, all answered right. On PostgreSQL the test also sees
 // that reads did share queries, so it exercises the batches and not one query per read.
 func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
-	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		const users, readsEach = 12, 25
 		emails := make([]string, users)
-		tokens := make([]string, users)
+		hashes := make([]string, users)
 		userIDs := make([]string, users)
 		for i := range users {
 			emails[i] = fmt.Sprintf("reader-%d@example.com", i)
-			s := e.SignIn(emails[i])
-			tokens[i], userIDs[i] = s.Token, s.UserID
+			u := addUser(t, db, emails[i])
+			hashes[i], userIDs[i] = addSession(t, db, u).Token, u.ID
 		}
-		signedOut := e.SignIn("gone@example.com").Token
-		if err := e.Auth.SignOut(context.Background(), signedOut); err != nil {
+		signedOut := addSession(t, db, addUser(t, db, "gone@example.com")).Token
+		if _, err := st.EndSession(context.Background(), signedOut); err != nil {
 			t.Fatal(err)
 		}
 		unknown := strings.Repeat("A", len(signedOut))
 
-		before := e.Auth.Stats()
+		before := st.SessionQueries()
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		var wrong atomic.Int64
+		var reads, wrong atomic.Int64
 		for r := range readsEach {
 			for i := range users + 2 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					<-start
-					token, want, wantID := unknown, "", ""
+					hash, want, wantID := unknown, "", ""
 					switch {
 					case i < users:
-						token, want, wantID = tokens[i], emails[i], userIDs[i]
+						hash, want, wantID = hashes[i], emails[i], userIDs[i]
 					case i == users:
-						token = signedOut
+						hash = signedOut
 					}
-					st, err := e.Auth.Session(context.Background(), auth.SessionQuery{Token: token, FromDatabase: true, NoRefresh: true})
+					var sess Session
+					var user User
+					reads.Add(1)
+					found, err := st.ReadSession(context.Background(), hash, &sess, &user)
 					got := ""
-					if st != nil {
-						got = st.User.Email
-						if st.Session.UserID != wantID {
+					if found {
+						got = user.Email
+						if sess.UserID != wantID || user.ID != wantID {
 							got = "another account's session: " + got
 						}
 					}
@@ -71,44 +73,45 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		after := e.Auth.Stats()
-		reads, queries := after.SessionReads-before.SessionReads, after.SessionQueries-before.SessionQueries
-		if reads != users*readsEach+2*readsEach {
-			t.Fatalf("%d session reads counted, want %d", reads, (users+2)*readsEach)
+		queries := st.SessionQueries() - before
+		if n := reads.Load(); n != users*readsEach+2*readsEach {
+			t.Fatalf("%d session reads made, want %d", n, (users+2)*readsEach)
 		}
 		if wrong.Load() > 0 {
-			t.Fatalf("%d of %d reads got a wrong answer", wrong.Load(), reads)
+			t.Fatalf("%d of %d reads got a wrong answer", wrong.Load(), reads.Load())
 		}
-		switch e.Dialect {
-		case testkit.Postgres:
-			if queries >= reads {
-				t.Fatalf("%d reads took %d queries: none were shared", reads, queries)
+		if st.Postgres() {
+			if queries >= reads.Load() {
+				t.Fatalf("%d reads took %d queries: none were shared", reads.Load(), queries)
 			}
-		default:
-			if queries != reads {
-				t.Fatalf("%d reads took %d queries on SQLite, want one each", reads, queries)
-			}
+		} else if queries != reads.Load() {
+			t.Fatalf("%d reads took %d queries on SQLite, want one each", reads.Load(), queries)
 		}
-		t.Logf("%d reads, %d queries", reads, queries)
+		t.Logf("%d reads, %d queries", reads.Load(), queries)
 	})
 }
 
-// A sign-out holds for every check that starts after it, while other requests keep queries
-// running and other checks of the same token are waiting or in flight: a read never joins a
+// A sign-out holds for every read that starts after it, while other requests keep queries
+// running and other reads of the same token are waiting or in flight: a read never joins a
 // query that began before it arrived, nor takes the answer of one (catalogue #75, ASVS 5.0 7.4.1:
 // a signed-out bearer token is refused at once).
 func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
-	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
-		busy := e.SignIn("busy@example.com").Token
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
+		busy := addSession(t, db, addUser(t, db, "busy@example.com")).Token
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		defer func() { stop(); wg.Wait() }()
+		read := func(ctx context.Context, hash string) (bool, error) {
+			var sess Session
+			var user User
+			return st.ReadSession(ctx, hash, &sess, &user)
+		}
 		for range 4 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil {
-					if st, err := e.Auth.Session(ctx, auth.SessionQuery{Token: busy, FromDatabase: true, NoRefresh: true}); st == nil && ctx.Err() == nil {
+					if found, err := read(ctx, busy); !found && ctx.Err() == nil {
 						t.Errorf("the busy session vanished: %v", err)
 						return
 					}
@@ -116,8 +119,7 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 			}()
 		}
 		for i := range 10 {
-			token := e.SignIn(fmt.Sprintf("leaving-%d@example.com", i)).Token
-			q := auth.SessionQuery{Token: token, FromDatabase: true, NoRefresh: true}
+			hash := addSession(t, db, addUser(t, db, fmt.Sprintf("leaving-%d@example.com", i))).Token
 			var out atomic.Bool
 			var seen, after atomic.Int64
 			readers, readersDone := context.WithCancel(ctx)
@@ -128,7 +130,7 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 					defer rg.Done()
 					for readers.Err() == nil {
 						started := out.Load()
-						st, err := e.Auth.Session(readers, q)
+						found, err := read(readers, hash)
 						if err != nil {
 							if readers.Err() == nil {
 								t.Errorf("sign-in %d: %v", i, err)
@@ -136,12 +138,12 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 							return
 						}
 						switch {
-						case started && st != nil:
+						case started && found:
 							t.Errorf("sign-in %d: a read that started after the sign-out saw the session", i)
 							return
 						case started:
 							after.Add(1)
-						case st != nil:
+						case found:
 							seen.Add(1)
 						}
 					}
@@ -150,8 +152,8 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 			for seen.Load() == 0 && !t.Failed() {
 				runtime.Gosched()
 			}
-			if err := e.Auth.SignOut(ctx, token); err != nil {
-				t.Fatal(err)
+			if id, err := st.EndSession(ctx, hash); err != nil || id == "" {
+				t.Fatalf("signing out: %q, %v", id, err)
 			}
 			out.Store(true)
 			for after.Load() < 20 && !t.Failed() {
@@ -169,12 +171,21 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 // On PostgreSQL a query that fails answers every read in it with the error, never with "no
 // session"; a read that waits for the database stops waiting when its request's context ends,
 // while the query it was part of goes on for the others; and when the database does not keep
-// up, reads past SessionReadQueue fail at once instead of queueing without end.
+// up, reads past sessionReadQueue fail at once, as the database's unavailability, instead of
+// queueing without end.
 func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
-	e := testkit.New(t, testkit.Postgres)
-	s := e.SignIn("patient@example.com")
-	q := auth.SessionQuery{Token: s.Token, FromDatabase: true, NoRefresh: true}
-	sqlDB, err := e.DB.DB()
+	st := openTestStore(t, Options{DatabaseURL: testPostgresURL(t)})
+	db := st.db
+	if err := Migrate(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	hash := addSession(t, db, addUser(t, db, "patient@example.com")).Token
+	read := func(ctx context.Context) (bool, error) {
+		var sess Session
+		var user User
+		return st.ReadSession(ctx, hash, &sess, &user)
+	}
+	sqlDB, err := db.DB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,45 +225,45 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 	}
 
 	// A query that fails (here: times out) answers its reads with its error.
-	if !e.Auth.SetSessionReadTimeout(300 * time.Millisecond) {
+	if !st.SetSessionReadTimeout(300 * time.Millisecond) {
 		t.Fatal("the PostgreSQL session reader is not batched")
 	}
 	release := lock()
 	returns("a read whose query times out", func() {
-		st, err := e.Auth.Session(context.Background(), q)
-		if st != nil || err == nil {
-			t.Errorf("got %v, %v; want the query's error", st, err)
+		found, err := read(context.Background())
+		if found || err == nil {
+			t.Errorf("got %v, %v; want the query's error", found, err)
 		}
 	})
 	release()
-	e.Auth.SetSessionReadTimeout(time.Minute)
+	st.SetSessionReadTimeout(time.Minute)
 
 	release = lock()
 	returns("a read whose context ends", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
-		st, err := e.Auth.Session(ctx, q)
-		if st != nil || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("got %v, %v; want the context's error", st, err)
+		found, err := read(ctx)
+		if found || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("got %v, %v; want the context's error", found, err)
 		}
 	})
 	// Fill the line behind the hung queries: the reads past it are refused at once, while the
 	// others wait.
 	waiting, stopWaiting := context.WithCancel(context.Background())
-	n := auth.SessionReadQueue + 8*64 + 64
+	n := sessionReadQueue + sessionReadsInFlight*sessionReadBatch + sessionReadBatch
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := e.Auth.Session(waiting, q)
+			_, err := read(waiting)
 			errs <- err
 		}()
 	}
 	select {
 	case err := <-errs:
-		if !errors.Is(err, auth.ErrSessionReadsBusy) {
+		if !errors.Is(err, ErrSessionReadsBusy) || !Unavailable(err) {
 			t.Fatalf("with the line full, a read got %v", err)
 		}
 	case <-time.After(30 * time.Second):
@@ -262,24 +273,8 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 	wg.Wait()
 	release()
 	returns("reads after the lock", func() {
-		if st, err := e.Auth.Session(context.Background(), q); err != nil || st == nil {
-			t.Errorf("after the lock: %v, %v", st, err)
-		}
-	})
-}
-
-// A hash that matches no live session is reported as none by the store's read itself, on both
-// databases, not as a zero session that happens to look expired.
-func TestSessionReaderNoRows(t *testing.T) {
-	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
-		s := e.SignIn("someone@example.com")
-		if err := e.Auth.SignOut(context.Background(), s.Token); err != nil {
-			t.Fatal(err)
-		}
-		for _, hash := range []string{strings.Repeat("0", 64), ""} {
-			if _, _, found, err := e.Auth.ReadSession(context.Background(), hash); found || err != nil {
-				t.Errorf("hash %q: found %v, %v; want none", hash, found, err)
-			}
+		if found, err := read(context.Background()); err != nil || !found {
+			t.Errorf("after the lock: %v, %v", found, err)
 		}
 	})
 }

@@ -1,0 +1,39 @@
+package models
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A batch query that panics answers each of its reads with an error, never with "no session" and
+// never by leaving them waiting, and the reader still starts a query for the next read. The
+// reader here has no pool, so its query panics on the nil *sql.DB.
+func TestBatchReaderAnswersAPanicWithAnError(t *testing.T) {
+	var queries atomic.Int64
+	r := &batchReader{queries: &queries}
+	r.timeout.Store(int64(time.Second))
+	for i := range 2 {
+		done := make(chan error, 1)
+		go func() {
+			var sess Session
+			var user User
+			done <- r.read(context.Background(), "hash", &sess, &user)
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "the session query panicked") {
+				t.Fatalf("read %d: %v; want the panic as an error", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("read %d: still waiting after its query panicked", i)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inFlight != 0 || r.waiting != 0 || len(r.queue) != 0 {
+		t.Fatalf("after the panics: %d queries in flight, %d reads waiting, %d queued; want none", r.inFlight, r.waiting, len(r.queue))
+	}
+}
