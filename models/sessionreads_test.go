@@ -80,7 +80,7 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 		if wrong.Load() > 0 {
 			t.Fatalf("%d of %d reads got a wrong answer", wrong.Load(), reads.Load())
 		}
-		if st.Postgres() {
+		if st.postgres {
 			if queries >= reads.Load() {
 				t.Fatalf("%d reads took %d queries: none were shared", reads.Load(), queries)
 			}
