@@ -15,13 +15,9 @@ package testkit
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,15 +27,14 @@ import (
 
 	"codeauth/auth"
 	"codeauth/config"
+	"codeauth/internal/testdb"
 	"codeauth/mail"
 	"codeauth/middleware"
 	"codeauth/models"
 	"codeauth/server"
 
 	"github.com/gofiber/fiber/v2"
-	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // Dialects the suite runs on.
@@ -241,61 +236,14 @@ func (e *Env) start(opts []Option, shared *models.Store) {
 	})
 }
 
-var (
-	adminOnce sync.Once
-	adminDB   *gorm.DB
-	adminErr  error
-)
-
-// postgresBase is TEST_DATABASE_URL. Without it the test is skipped, or fails under CI=true.
-func postgresBase(t testing.TB) string {
-	t.Helper()
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("TEST_DATABASE_URL is not set: CI runs every test on PostgreSQL too (use scripts/test)")
-		}
-		t.Skip("TEST_DATABASE_URL is not set; run scripts/test to include PostgreSQL")
-	}
-	return base
-}
-
 // Admin is a connection to the TEST_DATABASE_URL database as its own user, for what a test does
-// to the server around the service: schemas, roles, ending backends.
-func Admin(t testing.TB) *gorm.DB {
-	t.Helper()
-	base := postgresBase(t)
-	adminOnce.Do(func() {
-		adminDB, adminErr = gorm.Open(postgres.Open(base), &gorm.Config{Logger: logger.Discard})
-	})
-	if adminErr != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", adminErr)
-	}
-	return adminDB
-}
+// to the server around the service: schemas, roles, ending backends (testdb.Admin).
+func Admin(t testing.TB) *gorm.DB { return testdb.Admin(t) }
 
 // PostgresURL creates a schema of its own for one test in the TEST_DATABASE_URL database and
-// returns a URL whose connections use it. The schema is dropped when the test ends.
-func PostgresURL(t testing.TB) string {
-	t.Helper()
-	base := postgresBase(t)
-	admin := Admin(t)
-	b := make([]byte, 6)
-	rand.Read(b)
-	schema := "t_" + hex.EncodeToString(b)
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatalf("creating schema: %v", err)
-	}
-	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("TEST_DATABASE_URL: %v", err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// returns a URL whose connections use it; the schema is dropped when the test ends
+// (testdb.PostgresURL).
+func PostgresURL(t testing.TB) string { return testdb.PostgresURL(t) }
 
 // SyncBuffer is a goroutine-safe log sink.
 type SyncBuffer struct {

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+
+	"codeauth/internal/testdb"
 )
 
 // DBProxy is a TCP proxy between a service and PostgreSQL that a test can break, to drill what
@@ -30,7 +32,7 @@ type DBProxy struct {
 // NewDBProxy starts a proxy to the PostgreSQL server of TEST_DATABASE_URL.
 func NewDBProxy(t testing.TB) *DBProxy {
 	t.Helper()
-	base := postgresBase(t)
+	base := testdb.Base(t)
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("TEST_DATABASE_URL: %v", err)
