@@ -293,7 +293,8 @@ func TestBinary_GracefulShutdownFinishesInFlightRequests(t *testing.T) {
 }
 
 // The JSON API as better-auth's own client library sees it: the library, pinned in package.json,
-// drives the service binary (conformance/better-auth-client.mjs).
+// drives the service binary. Each script of conformance/ (better-auth-client.mjs for the core
+// and the email-OTP plugin, one per further plugin or surface) runs against a service of its own.
 func TestBetterAuthClientConformance(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err == nil {
@@ -305,12 +306,20 @@ func TestBetterAuthClientConformance(t *testing.T) {
 		}
 		t.Skipf("better-auth client not installed (run npm ci): %v", err)
 	}
-	p := start(t)
-	cmd := exec.Command(node, "conformance/better-auth-client.mjs", p.url, p.console.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatalf("conformance: %v", err)
+	scripts, err := filepath.Glob("conformance/*.mjs")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no conformance scripts: %v", err)
+	}
+	for _, script := range scripts {
+		t.Run(filepath.Base(script), func(t *testing.T) {
+			p := start(t)
+			cmd := exec.Command(node, script, p.url, p.console.Name())
+			out, err := cmd.CombinedOutput()
+			t.Logf("%s", out)
+			if err != nil {
+				t.Fatalf("conformance: %v", err)
+			}
+		})
 	}
 }
 
