@@ -42,15 +42,17 @@ func run(args []string) int {
 		cmd = args[0]
 	}
 	switch cmd {
-	case "serve", "migrate", auth.JobPruneThrottle, auth.JobPurgeAccounts:
+	case "serve", "migrate", auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT:
 	case "config":
 		fmt.Print(config.Markdown())
 		return 0
 	case "help", "-h", "--help":
-		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "|" + auth.JobPurgeAccounts + "|config]")
+		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "|" + auth.JobPurgeAccounts + "|" +
+			auth.JobRotateJWTKey + "|" + cmdRotateJWT + "|config]")
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s or config)\n", cmd, auth.JobPruneThrottle, auth.JobPurgeAccounts)
+		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s, %s, %s or config)\n", cmd,
+			auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT)
 		return 2
 	}
 
@@ -82,6 +84,9 @@ func run(args []string) int {
 		return 1
 	}
 	defer srv.Close()
+	if cmd == cmdRotateJWT {
+		return rotateJWTKey(ctx, srv, log)
+	}
 	if cmd != "serve" {
 		return runJobOnce(ctx, srv, log, cmd)
 	}
@@ -108,6 +113,25 @@ func serve(ctx context.Context, srv *server.Server, log *slog.Logger) error {
 	}
 	log.Info("shutting down: finishing in-flight requests")
 	return srv.Close()
+}
+
+// cmdRotateJWT is the command that rotates the JWT signing key now, whatever its age: for an
+// operator who suspects the key, or wants to see a rotation work.
+const cmdRotateJWT = "jwt:rotate"
+
+// rotateJWTKey runs the rotation job forced, under the scheduled job's lock, so it never races
+// the schedule. The new key signs a few minutes later, once verifiers can have fetched it.
+func rotateJWTKey(ctx context.Context, srv *server.Server, log *slog.Logger) int {
+	ran, err := srv.Scheduler.RunExclusive(ctx, srv.Auth.RotateJWTKeyJob(true))
+	switch {
+	case err != nil:
+		log.Error("rotating the JWT signing key failed", "error", err)
+		return 1
+	case !ran:
+		log.Error("another instance is rotating the JWT signing key right now; run the command again")
+		return 1
+	}
+	return 0
 }
 
 // runJobOnce runs one scheduled job now, unless another instance is running it.

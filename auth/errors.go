@@ -38,6 +38,10 @@ var ErrSessionNotFresh = errors.New("auth: session is not fresh")
 // person should ask for a new one rather than try it again.
 var ErrSignInUnconfirmed = errors.New("auth: the sign-in could not be confirmed")
 
+// ErrSigningKeySealed means the JWT signing key does not open under this AUTH_SECRET: it was
+// sealed under another one. `codeauth jwt:rotate` adds a key sealed under the current secret.
+var ErrSigningKeySealed = errors.New("auth: the JWT signing key was sealed under another AUTH_SECRET")
+
 // ErrCacheTooLarge means the session is too big for the cookie cache; it is simply not cached.
 var ErrCacheTooLarge = errors.New("auth: session too large for the cookie cache")
 

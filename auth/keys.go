@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/sha256"
+	"fmt"
 	"hash"
 	"sync"
 )
@@ -16,6 +17,7 @@ type keys struct {
 	otp      macs        // keys the code hashes
 	throttle macs        // keys the address hashes of auth_throttle
 	cache    cipher.AEAD // seals the session_data cookie cache
+	jwt      cipher.AEAD // seals the private JWT signing keys in the jwks table
 }
 
 // macs hands out reusable HMAC-SHA256s keyed with one key: hashes of codes and addresses are on
@@ -48,17 +50,27 @@ func deriveKey(secret []byte, label string) []byte {
 }
 
 func newKeys(secret []byte) (*keys, error) {
-	block, err := aes.NewCipher(deriveKey(secret, "session-cache"))
+	cache, err := newAEAD(deriveKey(secret, "session-cache"))
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
+	jwt, err := newAEAD(deriveKey(secret, "jwt-signing-key"))
 	if err != nil {
 		return nil, err
 	}
 	return &keys{
 		otp:      macs{key: deriveKey(secret, "otp")},
 		throttle: macs{key: deriveKey(secret, "throttle")},
-		cache:    aead,
+		cache:    cache,
+		jwt:      jwt,
 	}, nil
+}
+
+// newAEAD is AES-256-GCM under key.
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("auth: AES key: %w", err)
+	}
+	return cipher.NewGCM(block)
 }

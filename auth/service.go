@@ -25,6 +25,7 @@ type Store interface {
 	profileStore
 	pruneStore
 	sessionStore
+	jwtStore
 	mail.Store
 }
 
@@ -48,6 +49,9 @@ type Options struct {
 	EmailChangeLinks bool
 	// DeletionGrace is how long a deleted account can still be restored by signing in.
 	DeletionGrace time.Duration
+	// JWT says what the session JWTs claim and how often their key rotates; an empty Issuer or
+	// Audience is SiteURL, and a zero Rotation DefaultJWTRotation.
+	JWT JWTOptions
 	// Now is the clock; nil means time.Now. Tests pass a clock they can move.
 	Now func() time.Time
 	// Logger receives operational events. It is never given codes or tokens.
@@ -68,6 +72,7 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
+	jwt           *jwts
 	stats         counters
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
 	pruneBatch int
@@ -116,6 +121,17 @@ func New(opts Options) (*Service, error) {
 	if s.deletionGrace <= 0 {
 		s.deletionGrace = DefaultDeletionGrace
 	}
+	jwtOpts := opts.JWT
+	if jwtOpts.Issuer == "" {
+		jwtOpts.Issuer = strings.TrimSuffix(opts.SiteURL, "/")
+	}
+	if jwtOpts.Audience == "" {
+		jwtOpts.Audience = strings.TrimSuffix(opts.SiteURL, "/")
+	}
+	if jwtOpts.Rotation <= 0 {
+		jwtOpts.Rotation = DefaultJWTRotation
+	}
+	s.jwt = &jwts{opts: jwtOpts}
 	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.

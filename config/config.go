@@ -64,6 +64,12 @@ type Config struct {
 	EmailChangeLinks bool
 	// DeletionGrace is how long a deleted account can be restored (AUTH_DELETION_GRACE).
 	DeletionGrace time.Duration
+	// JWTIssuer is the iss claim of the JWTs (AUTH_JWT_ISSUER); empty means BaseURL.
+	JWTIssuer string
+	// JWTAudience is the aud claim of the JWTs (AUTH_JWT_AUDIENCE); empty means BaseURL.
+	JWTAudience string
+	// JWTRotation is how long a JWT signing key signs before the next (AUTH_JWT_ROTATE).
+	JWTRotation time.Duration
 	// DatabaseURL is a postgres:// URL, or empty for the embedded SQLite database (DATABASE_URL).
 	DatabaseURL string
 	// DataDir holds the embedded database and the generated local secret (DATA_DIR).

@@ -166,6 +166,22 @@ var options = []option{
 			c.DeletionGrace = d
 			return nil
 		}},
+	{name: "AUTH_JWT_ISSUER", shown: "the `AUTH_URL` origin",
+		doc: "The `iss` claim of the JWTs of `GET /api/auth/token` and `set-auth-jwt`.",
+		set: func(c *Config, v string) error { return setClaim(&c.JWTIssuer, v) }},
+	{name: "AUTH_JWT_AUDIENCE", shown: "the `AUTH_URL` origin",
+		doc: "The `aud` claim of the JWTs.",
+		set: func(c *Config, v string) error { return setClaim(&c.JWTAudience, v) }},
+	{name: "AUTH_JWT_ROTATE", def: hours(auth.DefaultJWTRotation), shown: days(hours(auth.DefaultJWTRotation), auth.DefaultJWTRotation),
+		doc: fmt.Sprintf("How long a JWT signing key signs before a new one replaces it (the old one stays in the JWKS until its JWTs have expired); at least %s. `codeauth jwt:rotate` rotates at once.", auth.MinJWTRotation),
+		set: func(c *Config, v string) error {
+			d, err := parseDuration(v)
+			if err != nil || d < auth.MinJWTRotation {
+				return fmt.Errorf("%q must be a number of seconds or a Go duration of at least %s", v, auth.MinJWTRotation)
+			}
+			c.JWTRotation = d
+			return nil
+		}},
 	{name: "DATABASE_URL", doc: "`postgres://…` for PostgreSQL; unset for the embedded SQLite database.",
 		set: func(c *Config, v string) error {
 			if v == "" {
@@ -276,6 +292,16 @@ var options = []option{
 		}},
 	{name: "GOMEMLIMIT", shown: fmt.Sprintf("`%dMiB`", DefaultMemoryLimit>>20),
 		doc: "The Go runtime's soft memory limit; with the default the process peaked at 55 MB at full load. Raise it to trade memory for a little CPU."},
+}
+
+// setClaim stores v, a JWT claim an operator chose, in *dst; unset leaves it empty, which means
+// the AUTH_URL origin.
+func setClaim(dst *string, v string) error {
+	if len(v) > 2048 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errors.New("must be at most 2048 characters without control characters")
+	}
+	*dst = v
+	return nil
 }
 
 // hours writes d as a whole number of hours, the way an operator writes a long duration.

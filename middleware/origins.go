@@ -278,8 +278,8 @@ func (o *Origins) CheckRedirectFields(fields map[string]json.RawMessage) error {
 }
 
 // CORS answers cross-origin requests from trusted origins: the origin is echoed with
-// credentials allowed, preflights are answered, and set-auth-token is exposed so browser apps can
-// read it. Untrusted origins get no grant at all (and so cannot read any answer).
+// credentials allowed, preflights are answered, and set-auth-token and set-auth-jwt are exposed
+// so browser apps can read them. Untrusted origins get no grant at all (and so cannot read any answer).
 func (o *Origins) CORS() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		origin := c.Get(fiber.HeaderOrigin)
@@ -292,7 +292,8 @@ func (o *Origins) CORS() fiber.Handler {
 		}
 		c.Set(fiber.HeaderAccessControlAllowOrigin, origin)
 		c.Set(fiber.HeaderAccessControlAllowCredentials, "true")
-		exposeHeader(c, credential.SetAuthTokenHeader)
+		ExposeHeader(c, credential.SetAuthTokenHeader)
+		ExposeHeader(c, credential.SetAuthJWTHeader)
 		if c.Method() == fiber.MethodOptions && c.Get(fiber.HeaderAccessControlRequestMethod) != "" {
 			c.Set(fiber.HeaderAccessControlAllowMethods, "GET, POST, OPTIONS")
 			if h := c.Get(fiber.HeaderAccessControlRequestHeaders); h != "" {

@@ -158,7 +158,7 @@ func (m *Sessions) Issue(c *fiber.Ctx, st *auth.SessionState, cache bool) {
 	maxAge := int(m.auth.CookieMaxAge(st).Round(time.Second) / time.Second)
 	m.setCookie(c, m.tokenCookie, url.QueryEscape(signed), maxAge)
 	c.Set(credential.SetAuthTokenHeader, signed)
-	exposeHeader(c, credential.SetAuthTokenHeader)
+	ExposeHeader(c, credential.SetAuthTokenHeader)
 	if cache {
 		m.setCache(c, st)
 	}
@@ -221,8 +221,9 @@ func (m *Sessions) setCookie(c *fiber.Ctx, name, value string, maxAge int) {
 	c.Response().Header.SetCookie(ck)
 }
 
-// exposeHeader adds name to Access-Control-Expose-Headers, keeping what is already listed.
-func exposeHeader(c *fiber.Ctx, name string) {
+// ExposeHeader adds name to Access-Control-Expose-Headers, keeping what is already listed, so a
+// browser app on a trusted origin can read that header.
+func ExposeHeader(c *fiber.Ctx, name string) {
 	const h = fiber.HeaderAccessControlExposeHeaders
 	current := string(c.Response().Header.Peek(h))
 	for _, v := range strings.Split(current, ",") {

@@ -158,7 +158,28 @@ type OutboxMessage struct {
 // TableName is outbox.
 func (OutboxMessage) TableName() string { return "outbox" }
 
+// SigningKey is one key pair that signs the service's JWTs (GET /api/auth/token and the
+// set-auth-jwt header), published in the JWKS by its ID, the JWT header's kid. PublicKey is the
+// raw public key; PrivateKey is the private key sealed with a key derived from AUTH_SECRET
+// (auth/jwt.go), never the key itself, so a leaked table signs nothing. Generation numbers the
+// keys 1, 2, 3…: it is unique, so of two instances that add the same generation at once (the
+// first key, or a rotation) one wins and both go on with the winner's key. The key signs from
+// ActiveFrom on, until the next generation's ActiveFrom; a rotation adds the next key some
+// minutes ahead, so verifiers see it in the JWKS before any JWT carries it.
+type SigningKey struct {
+	ID         string    `gorm:"size:64;primaryKey"`
+	Generation int64     `gorm:"not null;uniqueIndex"`
+	Algorithm  string    `gorm:"size:16;not null"`
+	PublicKey  []byte    `gorm:"not null"`
+	PrivateKey []byte    `gorm:"not null"`
+	ActiveFrom time.Time `gorm:"not null"`
+	CreatedAt  time.Time `gorm:"not null"`
+}
+
+// TableName is jwks, the table better-auth's jwt plugin keeps its keys in.
+func (SigningKey) TableName() string { return "jwks" }
+
 // All lists every model, in the order they are migrated.
 func All() []any {
-	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}}
+	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}, &SigningKey{}}
 }

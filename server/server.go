@@ -140,6 +140,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		SiteURL:                cfg.BaseURL,
 		EmailChangeLinks:       cfg.EmailChangeLinks,
 		DeletionGrace:          cfg.DeletionGrace,
+		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},
 		Now:                    opts.Now,
 		Logger:                 log,
 	})
@@ -172,9 +173,10 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	return s, nil
 }
 
-// Jobs are the service's scheduled jobs: the prune, then the nightly ones.
+// Jobs are the service's scheduled jobs: the prune and the JWT key rotation, then the nightly
+// ones.
 func (s *Server) Jobs() []auth.Job {
-	return append([]auth.Job{s.Auth.PruneJob()}, s.Auth.NightlyJobs()...)
+	return append([]auth.Job{s.Auth.PruneJob(), s.Auth.RotateJWTKeyJob(false)}, s.Auth.NightlyJobs()...)
 }
 
 // Start runs the background work: the outbox worker, the scheduled jobs (unless
@@ -198,10 +200,15 @@ func (s *Server) Start() {
 	jobsCtx, stopJobs := context.WithCancel(context.Background())
 	s.stopJobs = stopJobs
 	if !s.noSchedule {
-		s.jobsDone.Add(2)
+		s.jobsDone.Add(3)
 		go func() {
 			defer s.jobsDone.Done()
 			s.Scheduler.RunEvery(jobsCtx, PruneInterval, s.Auth.PruneJob())
+		}()
+		go func() {
+			defer s.jobsDone.Done()
+			// A look at a table of two or three rows: a rotation is due at most one interval late.
+			s.Scheduler.RunEvery(jobsCtx, PruneInterval, s.Auth.RotateJWTKeyJob(false))
 		}()
 		go func() {
 			defer s.jobsDone.Done()

@@ -56,6 +56,8 @@ func (h *API) Mount(app *fiber.App, limiter *middleware.RateLimiter) {
 	ba.Post("/email-otp/change-email", signInLimit, fromDB, h.changeEmailWithCode)
 	ba.Post("/change-email", sendLimit, fromDB, h.changeEmail)
 	ba.Get("/verify-email", signInLimit, h.verifyEmail)
+	ba.Get("/token", fromDB, h.token)
+	ba.Get("/jwks", h.jwks)
 
 	api.Get("/openapi.json", openAPIDocument)
 	api.Get("/me", signedIn, h.me)

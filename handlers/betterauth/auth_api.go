@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"codeauth/auth"
+	"codeauth/handlers/betterauth/credential"
 	"codeauth/middleware"
 
 	"github.com/gofiber/fiber/v2"
@@ -59,6 +60,13 @@ func (h *API) getSession(c *fiber.Ctx) error {
 	if st == nil {
 		c.Type("json")
 		return c.SendString("null")
+	}
+	// better-auth's jwt plugin adds a JWT of the session to every answer that has one. A JWT
+	// that cannot be made (the database away when the keys are due for a read) costs the header,
+	// not the session: auth has logged why.
+	if jwt, err := h.auth.SessionJWT(c.UserContext(), st); err == nil {
+		c.Set(credential.SetAuthJWTHeader, jwt)
+		middleware.ExposeHeader(c, credential.SetAuthJWTHeader)
 	}
 	r := sessionResponse{Session: toSessionJSON(st), User: toUserJSON(st.User)}
 	buf := jsonBuffers.Get().(*[]byte)

@@ -80,6 +80,11 @@ type meResponse struct {
 	Preferences preferencesJSON `json:"preferences"`
 }
 
+// tokenResponse is {"token": "<JWT>"}, the answer of GET /token.
+type tokenResponse struct {
+	Token string `json:"token"`
+}
+
 // successResponse is {"success":true}.
 type successResponse struct {
 	Success bool `json:"success"`

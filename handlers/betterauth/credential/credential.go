@@ -20,6 +20,9 @@ import (
 const (
 	// SetAuthTokenHeader carries the signed session token to bearer clients.
 	SetAuthTokenHeader = "set-auth-token"
+	// SetAuthJWTHeader carries a JWT of the session on every get-session answer that has one
+	// (better-auth's jwt plugin), for clients that hand it to other back ends.
+	SetAuthJWTHeader = "set-auth-jwt"
 	// SecureCookiePrefix starts the cookie names over https, so browsers only accept the cookies
 	// from a secure origin.
 	SecureCookiePrefix = "__Secure-"

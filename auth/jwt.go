@@ -1,0 +1,458 @@
+package auth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"codeauth/models"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// JWTs for other back ends (better-auth's jwt plugin): a short-lived token that says who the
+// session's user is, signed with a key whose public half the JWKS publishes, so a back end in
+// any language verifies it with a stock JOSE library and never calls us. The price is that a
+// JWT outlives a sign-out by at most JWTLifetime: the back end does not ask us.
+
+// JWT timing.
+const (
+	// JWTLifetime is how long a JWT is valid: better-auth's default, and the longest a JWT
+	// outlives the sign-out or revocation of its session.
+	JWTLifetime = 15 * time.Minute
+	// JWKSMaxAge is how long verifiers may cache the JWKS (its Cache-Control max-age).
+	JWKSMaxAge = 5 * time.Minute
+	// DefaultJWTRotation is how long a signing key signs before the scheduled job replaces it
+	// (AUTH_JWT_ROTATE).
+	DefaultJWTRotation = 30 * 24 * time.Hour
+	// MinJWTRotation is the shortest AUTH_JWT_ROTATE: a key must sign for longer than it takes
+	// to publish its successor and let its own JWTs expire.
+	MinJWTRotation = time.Hour
+	// jwtKeyReload is how long an instance signs with the keys it read without reading the table
+	// again: how late it can learn of a key another instance or the command added.
+	jwtKeyReload = time.Minute
+	// jwtKeyLead is how long a new key is published in the JWKS before it signs: longer than a
+	// verifier caches the JWKS plus how late an instance learns of the key, so no verifier meets
+	// a kid it has not been offered.
+	jwtKeyLead = JWKSMaxAge + jwtKeyReload
+	// jwtClockSkew is the margin kept for verifiers whose clocks run behind ours.
+	jwtClockSkew = time.Minute
+	// jwtCacheSize bounds the JWTs kept for reuse, per instance; past it the older half goes.
+	jwtCacheSize = 20000
+)
+
+// JobRotateJWTKey is the scheduled task that adds the next signing key once the current one has
+// signed for AUTH_JWT_ROTATE, and removes keys no live JWT was signed with.
+const JobRotateJWTKey = "auth:rotate-jwt-key"
+
+// jwtAlgorithm is the JWS algorithm of every key: Ed25519 signatures, small and fast.
+const jwtAlgorithm = string(jose.EdDSA)
+
+// jwtStore is the storage of signing keys: models.Store implements it.
+type jwtStore interface {
+	SigningKeys(ctx context.Context) ([]models.SigningKey, error)
+	AddSigningKey(ctx context.Context, key models.SigningKey) (bool, error)
+	DeleteSigningKeys(ctx context.Context, ids []string) (int64, error)
+}
+
+// JWTOptions say what the service's JWTs claim and how often their key changes.
+type JWTOptions struct {
+	// Issuer is the iss claim (AUTH_JWT_ISSUER, by default the AUTH_URL origin).
+	Issuer string
+	// Audience is the aud claim (AUTH_JWT_AUDIENCE, by default the AUTH_URL origin).
+	Audience string
+	// Rotation is how long a key signs before the next replaces it (AUTH_JWT_ROTATE).
+	Rotation time.Duration
+}
+
+// jwts is the service's JWT signer: the keys as last read, and the JWTs made for each session.
+type jwts struct {
+	opts JWTOptions
+	// load serialises reading the key table, so a reload is one query however many requests
+	// need it.
+	load  sync.Mutex
+	keys  atomic.Pointer[keyset]
+	cache jwtCache
+}
+
+// keyset is the key table as one instance read it.
+type keyset struct {
+	readAt time.Time
+	// keys are newest generation first.
+	keys []signingKey
+}
+
+// signingKey is one key ready to use: the public half for the JWKS and, when the private half
+// opened under this AUTH_SECRET, its signer.
+type signingKey struct {
+	row    models.SigningKey
+	public jose.JSONWebKey
+	signer jose.Signer
+}
+
+// jwtClaims are the claims of a session's JWT: the registered ones, the session id (sid, as
+// OpenID Connect names it), and the user fields better-auth's default payload carries that
+// back ends read (email, name, emailVerified).
+type jwtClaims struct {
+	Issuer        string `json:"iss"`
+	Audience      string `json:"aud"`
+	Subject       string `json:"sub"`
+	SessionID     string `json:"sid"`
+	Email         string `json:"email"`
+	EmailVerified bool   `json:"emailVerified"`
+	Name          string `json:"name"`
+	IssuedAt      int64  `json:"iat"`
+	Expiry        int64  `json:"exp"`
+}
+
+// SessionJWT returns a JWT for the session st: the one made for it earlier when that is less
+// than half its lifetime old and still says the same about the user, else a new one. Reuse keeps
+// an Ed25519 signature off most session reads, which without one cost about as much.
+func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, error) {
+	now := s.now()
+	if token, ok := s.jwt.cache.get(st, now); ok {
+		return token, nil
+	}
+	token, err := s.signJWT(ctx, st, now)
+	if err != nil {
+		s.log.WarnContext(ctx, "signing a JWT failed", "error", err)
+		return "", err
+	}
+	s.jwt.cache.put(st, token, now.Add(JWTLifetime/2))
+	return token, nil
+}
+
+// signJWT signs a new JWT for st with the key that signs at now. It expires after JWTLifetime,
+// or with the session if that comes first.
+func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) (string, error) {
+	ks, err := s.keyset(ctx, now)
+	if err != nil {
+		return "", err
+	}
+	key := ks.signing(now)
+	if key.signer == nil {
+		return "", fmt.Errorf("auth: the signing key %s: %w", key.row.ID, ErrSigningKeySealed)
+	}
+	exp := now.Add(JWTLifetime)
+	if st.Session.ExpiresAt.Before(exp) {
+		exp = st.Session.ExpiresAt
+	}
+	payload, err := json.Marshal(jwtClaims{
+		Issuer: s.jwt.opts.Issuer, Audience: s.jwt.opts.Audience,
+		Subject: st.User.ID, SessionID: st.Session.ID,
+		Email: st.User.Email, EmailVerified: st.User.EmailVerified, Name: st.User.Name,
+		IssuedAt: now.Unix(), Expiry: exp.Unix(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("auth: encoding JWT claims: %w", err)
+	}
+	jws, err := key.signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("auth: signing a JWT: %w", err)
+	}
+	token, err := jws.CompactSerialize()
+	if err != nil {
+		return "", fmt.Errorf("auth: serialising a JWT: %w", err)
+	}
+	return token, nil
+}
+
+// JWKS returns the public keys a verifier needs: the key that signs now, the next one when a
+// rotation has published it ahead, and the previous ones while a JWT they signed may still be
+// alive. It never holds a private key.
+func (s *Service) JWKS(ctx context.Context) (jose.JSONWebKeySet, error) {
+	now := s.now()
+	ks, err := s.keyset(ctx, now)
+	if err != nil {
+		return jose.JSONWebKeySet{}, err
+	}
+	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
+	for _, k := range ks.published(now) {
+		set.Keys = append(set.Keys, k.public)
+	}
+	return set, nil
+}
+
+// signing is the key that signs at now: the newest whose time has come. The first key signs
+// from its creation, so there is always one.
+func (ks *keyset) signing(now time.Time) *signingKey {
+	for i := range ks.keys {
+		if !ks.keys[i].row.ActiveFrom.After(now) {
+			return &ks.keys[i]
+		}
+	}
+	return &ks.keys[len(ks.keys)-1]
+}
+
+// published are the keys the JWKS offers at now: those published ahead of signing, the one that
+// signs, and each older one until JWTLifetime (and a margin for skewed clocks) after its
+// successor took over, when the last JWT it signed has expired.
+func (ks *keyset) published(now time.Time) []*signingKey {
+	var out []*signingKey
+	signing := ks.signing(now)
+	for i := range ks.keys {
+		k := &ks.keys[i]
+		switch {
+		case k.row.ActiveFrom.After(now) || k == signing:
+			out = append(out, k)
+		case i > 0 && now.Before(retiredUntil(ks.keys[i-1].row.ActiveFrom)):
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// retiredUntil is how long a key stays published once its successor signs from took.
+func retiredUntil(took time.Time) time.Time { return took.Add(JWTLifetime + jwtClockSkew) }
+
+// keyset returns the keys, read again when the copy in memory is older than jwtKeyReload. The
+// first use on an empty table makes the first key.
+func (s *Service) keyset(ctx context.Context, now time.Time) (*keyset, error) {
+	if ks := s.jwt.keys.Load(); ks != nil && fresh(ks, now) {
+		return ks, nil
+	}
+	s.jwt.load.Lock()
+	defer s.jwt.load.Unlock()
+	if ks := s.jwt.keys.Load(); ks != nil && fresh(ks, now) {
+		return ks, nil
+	}
+	ks, err := s.readKeys(ctx, now)
+	if err != nil {
+		if old := s.jwt.keys.Load(); old != nil {
+			// Keys change once a month: the copy in memory serves while the database is away.
+			s.log.WarnContext(ctx, "reading the signing keys failed; using those read before", "error", err)
+			return old, nil
+		}
+		return nil, err
+	}
+	if len(ks.keys) == 0 {
+		if _, err := s.addKey(ctx, 1, now, now); err != nil {
+			return nil, err
+		}
+		if ks, err = s.readKeys(ctx, now); err != nil {
+			return nil, err
+		}
+		if len(ks.keys) == 0 {
+			return nil, fmt.Errorf("auth: no signing key after adding one")
+		}
+	}
+	s.jwt.keys.Store(ks)
+	return ks, nil
+}
+
+// fresh reports whether ks was read recently enough to sign with at now.
+func fresh(ks *keyset, now time.Time) bool {
+	return !now.Before(ks.readAt) && now.Sub(ks.readAt) < jwtKeyReload
+}
+
+// readKeys reads the key table and opens each private key.
+func (s *Service) readKeys(ctx context.Context, now time.Time) (*keyset, error) {
+	rows, err := s.store.SigningKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ks := &keyset{readAt: now, keys: make([]signingKey, 0, len(rows))}
+	for _, row := range rows {
+		if row.Algorithm != jwtAlgorithm || len(row.PublicKey) != ed25519.PublicKeySize {
+			continue // a key of another kind: not ours to use
+		}
+		k := signingKey{row: row, public: jose.JSONWebKey{
+			Key: ed25519.PublicKey(row.PublicKey), KeyID: row.ID, Algorithm: jwtAlgorithm, Use: "sig",
+		}}
+		if seed, err := s.openKey(row); err == nil {
+			priv := ed25519.NewKeyFromSeed(seed)
+			k.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: priv, KeyID: row.ID}},
+				(&jose.SignerOptions{}).WithType("JWT"))
+			if err != nil {
+				return nil, fmt.Errorf("auth: a signer for key %s: %w", row.ID, err)
+			}
+		}
+		ks.keys = append(ks.keys, k)
+	}
+	return ks, nil
+}
+
+// addKey makes the key of generation gen, signing from activeFrom, and stores it unless another
+// instance stored that generation first; it reports whether this one was stored.
+func (s *Service) addKey(ctx context.Context, gen int64, activeFrom, now time.Time) (bool, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return false, fmt.Errorf("auth: generating a signing key: %w", err)
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return false, fmt.Errorf("auth: reading random bytes: %w", err)
+	}
+	row := models.SigningKey{
+		ID: base64.RawURLEncoding.EncodeToString(id[:]), Generation: gen, Algorithm: jwtAlgorithm,
+		PublicKey: pub, ActiveFrom: activeFrom, CreatedAt: now,
+	}
+	if row.PrivateKey, err = s.sealKey(row.ID, priv.Seed()); err != nil {
+		return false, err
+	}
+	return s.store.AddSigningKey(ctx, row)
+}
+
+// sealKey seals a private key's seed for the table: AES-256-GCM under a key derived from
+// AUTH_SECRET, bound to the key's id, so a row copied under another id does not open.
+func (s *Service) sealKey(id string, seed []byte) ([]byte, error) {
+	aead := s.keys.jwt
+	out := make([]byte, aead.NonceSize(), aead.NonceSize()+len(seed)+aead.Overhead())
+	if _, err := rand.Read(out); err != nil {
+		return nil, fmt.Errorf("auth: reading random bytes: %w", err)
+	}
+	return aead.Seal(out, out, seed, []byte(id)), nil
+}
+
+// openKey opens a sealed seed; it fails for a key sealed under another AUTH_SECRET.
+func (s *Service) openKey(row models.SigningKey) ([]byte, error) {
+	aead := s.keys.jwt
+	if len(row.PrivateKey) < aead.NonceSize()+aead.Overhead() {
+		return nil, ErrSigningKeySealed
+	}
+	seed, err := aead.Open(nil, row.PrivateKey[:aead.NonceSize()], row.PrivateKey[aead.NonceSize():], []byte(row.ID))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, ErrSigningKeySealed
+	}
+	return seed, nil
+}
+
+// RotationResult says what a rotation did.
+type RotationResult struct {
+	// Added is the id of the key added, or "" when none was due.
+	Added string
+	// ActiveFrom is when the added key starts signing.
+	ActiveFrom time.Time
+	// Removed counts the keys removed because no live JWT was signed with them.
+	Removed int64
+}
+
+// RotateJWTKey adds the next signing key when the current one has signed for AUTH_JWT_ROTATE, or
+// at once with force (the jwt:rotate command), unless a key added earlier has yet to start
+// signing. The new key signs jwtKeyLead from now, once every verifier can have fetched it. It
+// also removes the keys the JWKS no longer publishes.
+func (s *Service) RotateJWTKey(ctx context.Context, force bool) (RotationResult, error) {
+	var r RotationResult
+	now := s.now()
+	s.jwt.load.Lock()
+	defer s.jwt.load.Unlock()
+	ks, err := s.readKeys(ctx, now)
+	if err != nil {
+		return r, err
+	}
+	switch {
+	case len(ks.keys) == 0:
+		// Nothing signs yet: the first key signs at once, as on first use.
+		r.ActiveFrom = now
+		if _, err := s.addKey(ctx, 1, now, now); err != nil {
+			return r, err
+		}
+	case ks.keys[0].row.ActiveFrom.After(now):
+		// A rotation is under way already.
+	case force || !now.Before(ks.keys[0].row.ActiveFrom.Add(s.jwt.opts.Rotation)):
+		r.ActiveFrom = now.Add(jwtKeyLead)
+		if _, err := s.addKey(ctx, ks.keys[0].row.Generation+1, r.ActiveFrom, now); err != nil {
+			return r, err
+		}
+	}
+	if ks, err = s.readKeys(ctx, now); err != nil {
+		return r, err
+	}
+	if !r.ActiveFrom.IsZero() && len(ks.keys) > 0 {
+		r.Added = ks.keys[0].row.ID
+	}
+	published := map[string]bool{}
+	for _, k := range ks.published(now) {
+		published[k.row.ID] = true
+	}
+	var gone []string
+	kept := ks.keys[:0]
+	for _, k := range ks.keys {
+		if published[k.row.ID] {
+			kept = append(kept, k)
+		} else {
+			gone = append(gone, k.row.ID)
+		}
+	}
+	if r.Removed, err = s.store.DeleteSigningKeys(ctx, gone); err != nil {
+		return r, err
+	}
+	ks.keys = kept
+	s.jwt.keys.Store(ks)
+	return r, nil
+}
+
+// RotateJWTKeyJob is the task JobRotateJWTKey, which the server runs every few minutes
+// (server.PruneInterval): cheap when nothing is due, and a rotation is never late by more.
+// With force it rotates at once, as `codeauth jwt:rotate` does.
+func (s *Service) RotateJWTKeyJob(force bool) Job {
+	return Job{Name: JobRotateJWTKey, Run: func(ctx context.Context) error {
+		r, err := s.RotateJWTKey(ctx, force)
+		if err != nil {
+			return err
+		}
+		if r.Added != "" || r.Removed > 0 || force {
+			s.log.InfoContext(ctx, "rotated the JWT signing key", "job", JobRotateJWTKey, "kid", r.Added,
+				"signs_from", r.ActiveFrom, "removed", r.Removed)
+		}
+		return nil
+	}}
+}
+
+// jwtCache keeps the JWT last made for each session, bounded: two maps, and when the newer
+// fills to half the bound the older is dropped, so the most recently used JWTs stay.
+type jwtCache struct {
+	mu       sync.Mutex
+	cur, old map[string]cachedJWT
+}
+
+// cachedJWT is a JWT with what it says about its user, which must still hold for it to be
+// reused, and the time it is due for renewal.
+type cachedJWT struct {
+	token, userID, email, name string
+	verified                   bool
+	renew                      time.Time
+}
+
+// get returns the JWT kept for st's session if it is not due for renewal and the user it names
+// is unchanged. Its expiry, capped by the session's, needs no check: a session's expiry only
+// moves later.
+func (c *jwtCache) get(st *SessionState, now time.Time) (string, bool) {
+	c.mu.Lock()
+	e, ok := c.cur[st.Session.ID]
+	if !ok {
+		if e, ok = c.old[st.Session.ID]; ok {
+			c.putLocked(st.Session.ID, e)
+		}
+	}
+	c.mu.Unlock()
+	u := &st.User
+	if !ok || !now.Before(e.renew) || e.userID != u.ID || e.email != u.Email || e.name != u.Name ||
+		e.verified != u.EmailVerified {
+		return "", false
+	}
+	return e.token, true
+}
+
+// put keeps token for st's session until renew.
+func (c *jwtCache) put(st *SessionState, token string, renew time.Time) {
+	u := &st.User
+	e := cachedJWT{token: token, userID: u.ID, email: u.Email, name: u.Name, verified: u.EmailVerified,
+		renew: renew}
+	c.mu.Lock()
+	c.putLocked(st.Session.ID, e)
+	c.mu.Unlock()
+}
+
+func (c *jwtCache) putLocked(id string, e cachedJWT) {
+	if c.cur == nil || len(c.cur) >= jwtCacheSize/2 {
+		c.old, c.cur = c.cur, make(map[string]cachedJWT)
+	}
+	c.cur[id] = e
+}
