@@ -350,6 +350,29 @@ func TestBinary_JobSubcommands(t *testing.T) {
 	}
 }
 
+// `codeauth jwt:rotate` rotates the JWT signing key whatever the current one's age: on an empty
+// table it makes the first key, then it adds the next; run again before that one signs, it finds
+// the rotation under way and adds nothing.
+func TestBinary_RotateJWT(t *testing.T) {
+	for _, db := range []string{testkit.SQLite, testkit.Postgres} {
+		t.Run(db, func(t *testing.T) {
+			dir := t.TempDir()
+			env := []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef"}
+			if db == testkit.Postgres {
+				env = append(env, "DATABASE_URL="+testkit.PostgresURL(t))
+			}
+			for i, want := range []string{"rotated the JWT signing key", "rotated the JWT signing key", "under way already"} {
+				cmd := exec.Command(binary, "jwt:rotate")
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				if err != nil || !strings.Contains(string(out), want) {
+					t.Fatalf("jwt:rotate, run %d: %v, want %q in\n%s", i+1, err, want, out)
+				}
+			}
+		})
+	}
+}
+
 // `codeauth config` prints the option table, which README.md's configuration table must equal
 // (config's own test checks the README).
 func TestBinary_ConfigPrintsTheOptionTable(t *testing.T) {

@@ -397,9 +397,15 @@ func (s *Service) RotateJWTKeyJob(force bool) Job {
 		if err != nil {
 			return err
 		}
-		if r.Added != "" || r.Removed > 0 || force {
+		switch {
+		case r.Added != "":
 			s.log.InfoContext(ctx, "rotated the JWT signing key", "job", JobRotateJWTKey, "kid", r.Added,
 				"signs_from", r.ActiveFrom, "removed", r.Removed)
+		case force:
+			s.log.InfoContext(ctx, "a JWT key rotation is under way already: its key signs soon, nothing added",
+				"job", JobRotateJWTKey, "removed", r.Removed)
+		case r.Removed > 0:
+			s.log.InfoContext(ctx, "removed expired JWT signing keys", "job", JobRotateJWTKey, "removed", r.Removed)
 		}
 		return nil
 	}}
