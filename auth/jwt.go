@@ -262,20 +262,31 @@ func (s *Service) readKeys(ctx context.Context, now time.Time) (*keyset, error) 
 		if row.Algorithm != jwtAlgorithm || len(row.PublicKey) != ed25519.PublicKeySize {
 			continue // a key of another kind: not ours to use
 		}
-		k := signingKey{row: row, public: jose.JSONWebKey{
-			Key: ed25519.PublicKey(row.PublicKey), KeyID: row.ID, Algorithm: jwtAlgorithm, Use: "sig",
-		}}
-		if seed, err := s.openKey(row); err == nil {
-			priv := ed25519.NewKeyFromSeed(seed)
-			k.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: priv, KeyID: row.ID}},
-				(&jose.SignerOptions{}).WithType("JWT"))
-			if err != nil {
-				return nil, fmt.Errorf("auth: a signer for key %s: %w", row.ID, err)
-			}
+		k, err := s.useKey(row)
+		if err != nil {
+			return nil, err
 		}
 		ks.keys = append(ks.keys, k)
 	}
 	return ks, nil
+}
+
+// useKey makes a stored key ready: its public JWK and, when its private half opens under this
+// AUTH_SECRET, its signer (without one, it verifies but does not sign).
+func (s *Service) useKey(row models.SigningKey) (signingKey, error) {
+	k := signingKey{row: row, public: jose.JSONWebKey{
+		Key: ed25519.PublicKey(row.PublicKey), KeyID: row.ID, Algorithm: jwtAlgorithm, Use: "sig",
+	}}
+	seed, err := s.openKey(row)
+	if err != nil {
+		return k, nil
+	}
+	k.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: ed25519.NewKeyFromSeed(seed), KeyID: row.ID}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		return k, fmt.Errorf("auth: a signer for key %s: %w", row.ID, err)
+	}
+	return k, nil
 }
 
 // addKey makes the key of generation gen, signing from activeFrom, and stores it unless another

@@ -1,0 +1,117 @@
+package auth
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"codeauth/models"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// jwtTestService is a Service with one signing key in memory, read just now, so signing needs no
+// database: the benchmarks measure the signature and the claims, not a query.
+func jwtTestService(t testing.TB) (*Service, *SessionState) {
+	t.Helper()
+	s := testService(t, secretA)
+	s.jwt = &jwts{opts: JWTOptions{Issuer: "https://auth.example.com", Audience: "https://auth.example.com", Rotation: DefaultJWTRotation}}
+	now := s.now()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := models.SigningKey{ID: "kid-1", Generation: 1, Algorithm: jwtAlgorithm, PublicKey: pub, ActiveFrom: now, CreatedAt: now}
+	if row.PrivateKey, err = s.sealKey(row.ID, priv.Seed()); err != nil {
+		t.Fatal(err)
+	}
+	k, err := s.useKey(row)
+	if err != nil || k.signer == nil {
+		t.Fatalf("the key does not open: %v", err)
+	}
+	s.jwt.keys.Store(&keyset{readAt: now, keys: []signingKey{k}})
+	st := &SessionState{Token: strings.Repeat("T", tokenLength),
+		Session: models.Session{ID: "5b0c6a64-2d7e-4f0e-9a53-0d6f4c1e2b3a", UserID: "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+			ExpiresAt: now.Add(time.Hour), AbsoluteExpiresAt: now.Add(time.Hour), UpdatedAt: now},
+		User: models.User{ID: "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a", Email: "alice@example.com", Name: "Alice", EmailVerified: true}}
+	return s, st
+}
+
+func TestSignJWT_ExpiresWithTheSession(t *testing.T) {
+	s, st := jwtTestService(t)
+	st.Session.ExpiresAt = s.now().Add(time.Minute)
+	token, err := s.signJWT(context.Background(), st, s.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c jwtClaims
+	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Expiry, st.Session.ExpiresAt.Unix(); got != want {
+		t.Fatalf("exp = %d, want the session's end %d", got, want)
+	}
+}
+
+// BenchmarkSignJWT is making a session's JWT: the claims and one Ed25519 signature. Session reads
+// pay it once per session per half JWT lifetime, not per read (BenchmarkSessionJWTReused).
+func BenchmarkSignJWT(b *testing.B) {
+	s, st := jwtTestService(b)
+	ctx, now := context.Background(), s.now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.signJWT(ctx, st, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSessionJWTReused is what get-session pays for set-auth-jwt on most reads: the JWT
+// made earlier for the session, from the per-session cache.
+func BenchmarkSessionJWTReused(b *testing.B) {
+	s, st := jwtTestService(b)
+	ctx := context.Background()
+	if _, err := s.SessionJWT(ctx, st); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.SessionJWT(ctx, st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifyJWT is what a back end pays to check one of our JWTs locally with a stock JOSE
+// library (go-jose here) and the JWKS key: parse, verify the signature, decode the claims.
+func BenchmarkVerifyJWT(b *testing.B) {
+	s, st := jwtTestService(b)
+	token, err := s.signJWT(context.Background(), st, s.now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := s.jwt.keys.Load().keys[0].public
+	b.ReportAllocs()
+	for b.Loop() {
+		jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+		if err != nil {
+			b.Fatal(err)
+		}
+		payload, err := jws.Verify(key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var c jwtClaims
+		if err := json.Unmarshal(payload, &c); err != nil || c.Subject != st.User.ID {
+			b.Fatal("bad claims", err)
+		}
+	}
+}
