@@ -30,6 +30,9 @@ var (
 	ErrUserNotFound = errors.New("auth: user not found")
 )
 
+// ErrSessionNotFound means no session of the caller's account has the handle or token named.
+var ErrSessionNotFound = errors.New("auth: session not found")
+
 // ErrSessionNotFresh means the session was signed in longer ago than FreshAge: sign in again.
 var ErrSessionNotFresh = errors.New("auth: session is not fresh")
 

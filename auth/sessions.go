@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"codeauth/models"
+
+	"github.com/google/uuid"
 )
 
 // Session timing (CONTRACT.md "Sessions and tokens").
@@ -42,6 +44,9 @@ type sessionStore interface {
 	DeleteSession(ctx context.Context, id string) error
 	RefreshSession(ctx context.Context, id string, expires, now time.Time) (bool, error)
 	EndSession(ctx context.Context, hash string) (string, error)
+	ListSessions(ctx context.Context, userID string, now time.Time) ([]models.Session, error)
+	EndUserSession(ctx context.Context, userID, id, tokenHash string) (string, error)
+	EndUserSessions(ctx context.Context, userID, keep string) ([]string, error)
 }
 
 // SessionState is a live session with its user, as one request sees it.
@@ -181,4 +186,48 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 type ClientMeta struct {
 	IPAddress string
 	UserAgent string
+}
+
+// ListSessions returns the live sessions of st's account, newest first.
+func (s *Service) ListSessions(ctx context.Context, st *SessionState) ([]models.Session, error) {
+	return s.store.ListSessions(ctx, st.User.ID, s.now())
+}
+
+// RevokeSession ends one session of st's account, named by its handle (the id list-sessions
+// gives as its token) or by its raw token, on every device at once, and reports whether it was
+// st's own. A handle that names no session of the account, another account's included, is
+// ErrSessionNotFound: the two cannot be told apart.
+func (s *Service) RevokeSession(ctx context.Context, st *SessionState, handle string) (current bool, err error) {
+	var id, hash string
+	switch {
+	case uuid.Validate(handle) == nil:
+		id = handle
+	case WellFormedToken(handle):
+		hash = hashToken(handle)
+	default:
+		return false, ErrSessionNotFound
+	}
+	ended, err := s.store.EndUserSession(ctx, st.User.ID, id, hash)
+	if err != nil {
+		return false, err
+	}
+	if ended == "" {
+		return false, ErrSessionNotFound
+	}
+	s.revokeLocally([]string{ended})
+	return ended == st.Session.ID, nil
+}
+
+// RevokeSessions ends every session of st's account, st's own too unless keepCurrent.
+func (s *Service) RevokeSessions(ctx context.Context, st *SessionState, keepCurrent bool) error {
+	keep := ""
+	if keepCurrent {
+		keep = st.Session.ID
+	}
+	ended, err := s.store.EndUserSessions(ctx, st.User.ID, keep)
+	if err != nil {
+		return err
+	}
+	s.revokeLocally(ended)
+	return nil
 }

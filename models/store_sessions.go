@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // The session statements. The reads are the one query of every protected request that the
@@ -68,4 +70,47 @@ func (s *Store) EndSession(ctx context.Context, hash string) (string, error) {
 		return "", fmt.Errorf("models: ending a session: %w", err)
 	}
 	return id, nil
+}
+
+// ListSessions returns the sessions of userID that have not expired at now, newest first: what
+// its owner sees of where it is signed in.
+func (s *Store) ListSessions(ctx context.Context, userID string, now time.Time) ([]Session, error) {
+	var sessions []Session
+	err := s.db.WithContext(ctx).Where("user_id = ? AND expires_at > ? AND absolute_expires_at > ?", userID, now, now).
+		Order("created_at DESC").Order("id").Find(&sessions).Error
+	if err != nil {
+		return nil, fmt.Errorf("models: listing sessions: %w", err)
+	}
+	for i := range sessions {
+		t := &sessions[i]
+		t.ExpiresAt, t.AbsoluteExpiresAt, t.CreatedAt, t.UpdatedAt = t.ExpiresAt.UTC(), t.AbsoluteExpiresAt.UTC(), t.CreatedAt.UTC(), t.UpdatedAt.UTC()
+	}
+	return sessions, nil
+}
+
+// EndUserSession deletes the session of userID with the id, or, when id is "", the one whose
+// token hashes to tokenHash, and returns its id; "" when userID has no such session (another
+// account's session is never touched).
+func (s *Store) EndUserSession(ctx context.Context, userID, id, tokenHash string) (string, error) {
+	query, key := "DELETE FROM sessions WHERE user_id = ? AND id = ? RETURNING id", id
+	if id == "" {
+		query, key = "DELETE FROM sessions WHERE user_id = ? AND token = ? RETURNING id", tokenHash
+	}
+	var ended string
+	if err := s.db.WithContext(ctx).Raw(query, userID, key).Scan(&ended).Error; err != nil {
+		return "", fmt.Errorf("models: ending a session: %w", err)
+	}
+	return ended, nil
+}
+
+// EndUserSessions deletes every session of userID but keep ("" for none), in one transaction,
+// and returns the ids it deleted.
+func (s *Store) EndUserSessions(ctx context.Context, userID, keep string) ([]string, error) {
+	var ended []string
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		var err error
+		ended, err = endSessions(tx, userID, keep)
+		return err
+	})
+	return ended, err
 }

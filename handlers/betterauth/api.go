@@ -56,6 +56,12 @@ func (h *API) Mount(app *fiber.App, limiter *middleware.RateLimiter) {
 	ba.Post("/email-otp/change-email", signInLimit, fromDB, h.changeEmailWithCode)
 	ba.Post("/change-email", sendLimit, fromDB, h.changeEmail)
 	ba.Get("/verify-email", signInLimit, h.verifyEmail)
+	ba.Get("/list-sessions", fromDB, h.listSessions)
+	ba.Post("/revoke-session", fromDB, h.revokeSession)
+	ba.Post("/revoke-sessions", fromDB, h.revokeSessions)
+	ba.Post("/revoke-other-sessions", fromDB, h.revokeOtherSessions)
+	ba.Post("/delete-user", fromDB, h.deleteUser)
+	ba.Get("/list-accounts", fromDB, h.listAccounts)
 	ba.Get("/token", fromDB, h.token)
 	ba.Get("/jwks", h.jwks)
 

@@ -69,6 +69,7 @@ var (
 		auth.ErrEmailTaken:          newError(fiber.StatusBadRequest, "EMAIL_ALREADY_IN_USE", "Email already in use"),
 		auth.ErrUserNotFound:        errUnauthorized,
 		auth.ErrSessionNotFresh:     newError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
+		auth.ErrSessionNotFound:     newError(fiber.StatusBadRequest, "SESSION_NOT_FOUND", "Session not found"),
 		auth.ErrRateLimited:         newError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
 		auth.ErrSignInUnconfirmed:   newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable. The sign-in may not have completed: request a new code and try again."),
 

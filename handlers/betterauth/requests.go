@@ -102,6 +102,30 @@ type emptyRequest struct{}
 
 func (emptyRequest) decode(*jsonBody) error { return nil }
 
+// revokeSessionRequest is the body of POST /revoke-session: Token is a session's handle as
+// list-sessions gives it (or the raw token of one of the caller's sessions).
+type revokeSessionRequest struct {
+	Token string
+}
+
+func (r *revokeSessionRequest) decode(b *jsonBody) error {
+	r.Token = b.str("token", true)
+	return nil
+}
+
+// deleteUserRequest is the body of POST /delete-user. better-auth's optional fields are
+// accepted and do nothing here: there is no password to check, and the deletion needs no e-mailed
+// confirmation because it can be undone by signing in during its grace period. callbackURL is
+// still checked as every redirect target is.
+type deleteUserRequest struct{}
+
+func (r *deleteUserRequest) decode(b *jsonBody) error {
+	b.optStr("callbackURL")
+	b.optStr("password")
+	b.optStr("token")
+	return nil
+}
+
 // getSessionQuery is the query of GET /get-session. As in better-auth, any non-empty value means
 // true (even "false").
 type getSessionQuery struct {

@@ -90,6 +90,23 @@ type successResponse struct {
 	Success bool `json:"success"`
 }
 
+// deleteUserResponse is the answer of POST /delete-user.
+type deleteUserResponse struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+}
+
+// accountJSON is an entry of GET /list-accounts: an account of another provider linked to the
+// user (better-auth's shape).
+type accountJSON struct {
+	ID        string   `json:"id"`
+	Provider  string   `json:"provider"`
+	CreatedAt isoTime  `json:"createdAt"`
+	UpdatedAt isoTime  `json:"updatedAt"`
+	AccountID string   `json:"accountId"`
+	Scopes    []string `json:"scopes"`
+}
+
 // statusResponse is {"status":true}.
 type statusResponse struct {
 	Status bool `json:"status"`

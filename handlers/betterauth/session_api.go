@@ -1,0 +1,93 @@
+package betterauth
+
+import (
+	"codeauth/middleware"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// better-auth's session management routes. Every one needs a session, checked against the
+// database (a revoked session cannot list or revoke), by cookie or bearer token.
+
+// listSessions is GET /list-sessions: the caller's live sessions, newest first. We keep only the
+// hashes of tokens, so each session's "token" is its handle (its id): revoke-session takes it,
+// and it is no credential.
+func (h *API) listSessions(c *fiber.Ctx) error {
+	sessions, err := h.auth.ListSessions(c.UserContext(), middleware.Current(c))
+	if err != nil {
+		return err
+	}
+	out := make([]sessionJSON, len(sessions))
+	for i, s := range sessions {
+		out[i] = sessionJSON{
+			ID: s.ID, UserID: s.UserID, Token: s.ID, ExpiresAt: isoTime(s.ExpiresAt),
+			IPAddress: s.IPAddress, UserAgent: s.UserAgent, CreatedAt: isoTime(s.CreatedAt), UpdatedAt: isoTime(s.UpdatedAt),
+		}
+	}
+	return c.JSON(out)
+}
+
+// revokeSession is POST /revoke-session {token}: it ends one of the caller's sessions on every
+// device. A handle that names none of the caller's sessions, another account's included, is the
+// same 400 SESSION_NOT_FOUND. Revoking the session in use also expires its cookies.
+func (h *API) revokeSession(c *fiber.Ctx) error {
+	var req revokeSessionRequest
+	if err := h.body.read(c, &req); err != nil {
+		return err
+	}
+	current, err := h.auth.RevokeSession(c.UserContext(), middleware.Current(c), req.Token)
+	if err != nil {
+		return err
+	}
+	if current {
+		h.sessions.Clear(c)
+	}
+	return c.JSON(statusResponse{Status: true})
+}
+
+// revokeSessions is POST /revoke-sessions: every session of the caller ends, this one too, whose
+// cookies are expired.
+func (h *API) revokeSessions(c *fiber.Ctx) error {
+	return h.revokeAll(c, false)
+}
+
+// revokeOtherSessions is POST /revoke-other-sessions: every session of the caller but this one
+// ends.
+func (h *API) revokeOtherSessions(c *fiber.Ctx) error {
+	return h.revokeAll(c, true)
+}
+
+func (h *API) revokeAll(c *fiber.Ctx, keepCurrent bool) error {
+	if err := h.body.read(c, emptyRequest{}); err != nil {
+		return err
+	}
+	if err := h.auth.RevokeSessions(c.UserContext(), middleware.Current(c), keepCurrent); err != nil {
+		return err
+	}
+	if !keepCurrent {
+		h.sessions.Clear(c)
+	}
+	return c.JSON(statusResponse{Status: true})
+}
+
+// deleteUser is POST /delete-user (better-auth's deleteUser): the account is deleted with the
+// service's grace period, every session ends, and signing in before the grace period ends
+// restores it. The session must have signed in within auth.FreshAge, 20 minutes (better-auth's
+// default is a session updated within a day), else 403 SESSION_NOT_FRESH.
+func (h *API) deleteUser(c *fiber.Ctx) error {
+	if err := h.body.read(c, &deleteUserRequest{}); err != nil {
+		return err
+	}
+	if _, err := h.auth.DeleteAccount(c.UserContext(), middleware.Current(c)); err != nil {
+		return err
+	}
+	h.sessions.Clear(c)
+	return c.JSON(deleteUserResponse{Success: true, Message: "User deleted"})
+}
+
+// listAccounts is GET /list-accounts: the accounts of other providers linked to the caller's.
+// Sign-in here is by e-mail code only and links none, so the list is empty; the route answers so
+// that better-auth clients and UI kits that ask for it work.
+func (h *API) listAccounts(c *fiber.Ctx) error {
+	return c.JSON([]accountJSON{})
+}
