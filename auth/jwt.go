@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,9 @@ const (
 	// jwtClockSkew is the margin kept for verifiers whose clocks run behind ours.
 	jwtClockSkew = time.Minute
 	// jwtCacheSize bounds the JWTs kept for reuse, per instance; past it the older half goes.
-	jwtCacheSize = 20000
+	// An entry is about 800 bytes (the JWT and what it says), so the cache stays under 7 MB of a
+	// heap the default GOMEMLIMIT holds to 40 MB; a session past it is signed for again.
+	jwtCacheSize = 8192
 )
 
 // JobRotateJWTKey is the scheduled task that adds the next signing key once the current one has
@@ -208,7 +211,8 @@ func (ks *keyset) published(now time.Time) []*signingKey {
 	return out
 }
 
-// retiredUntil is how long a key stays published once its successor signs from took.
+// retiredUntil is when a key leaves the JWKS, its successor having started signing at took: the
+// last JWT it signed has expired by then, even on a verifier whose clock runs a little behind.
 func retiredUntil(took time.Time) time.Time { return took.Add(JWTLifetime + jwtClockSkew) }
 
 // keyset returns the keys, read again when the copy in memory is older than jwtKeyReload. The
@@ -460,8 +464,10 @@ func (c *jwtCache) get(st *SessionState, now time.Time) (string, bool) {
 // put keeps token for st's session until renew.
 func (c *jwtCache) put(st *SessionState, token string, renew time.Time) {
 	u := &st.User
-	e := cachedJWT{token: token, userID: u.ID, email: u.Email, name: u.Name, verified: u.EmailVerified,
-		renew: renew}
+	// Copies: a session read from the cookie cache has its strings cut from one larger string,
+	// which the entry would otherwise keep alive.
+	e := cachedJWT{token: token, userID: strings.Clone(u.ID), email: strings.Clone(u.Email), name: strings.Clone(u.Name),
+		verified: u.EmailVerified, renew: renew}
 	c.mu.Lock()
 	c.putLocked(st.Session.ID, e)
 	c.mu.Unlock()
