@@ -9,7 +9,7 @@ import (
 // profileStore is the storage of an account's own data (preferences, consent, purchases,
 // profile): models.Store implements it.
 type profileStore interface {
-	GrantConsent(ctx context.Context, defaults models.UserData, event models.ConsentEvent) (bool, error)
+	SetConsent(ctx context.Context, defaults models.UserData, event models.ConsentEvent) (bool, error)
 	Purchase(ctx context.Context, id string) (models.Purchase, error)
 	ClaimPurchase(ctx context.Context, id, userID string) (bool, error)
 	UpdateUser(ctx context.Context, id string, c models.UserChanges) (models.User, error)
@@ -26,23 +26,37 @@ type ConsentEvidence struct {
 	Client ClientMeta
 }
 
-// GrantMarketingConsent records that the user agrees to marketing e-mail. It only ever grants:
-// there is no revoke on this path, and granting twice changes nothing. The first grant is
-// recorded as a ConsentEvent with the evidence, in the same transaction that sets the flag, so
-// twenty parallel grants leave one flag and one event.
+// GrantMarketingConsent records that the user agrees to marketing e-mail; granting twice
+// changes nothing. Each grant is recorded as a ConsentEvent with the evidence, in the same
+// transaction that sets the flag, so twenty parallel grants leave one flag and one event.
 func (s *Service) GrantMarketingConsent(ctx context.Context, userID string, ev ConsentEvidence) error {
+	return s.setMarketingConsent(ctx, userID, ev, true)
+}
+
+// WithdrawMarketingConsent records that the user no longer agrees to marketing e-mail, as easily
+// as it was given (GDPR Art. 7(3)), with the same evidence as a grant; withdrawing consent not
+// given changes nothing.
+func (s *Service) WithdrawMarketingConsent(ctx context.Context, userID string, ev ConsentEvidence) error {
+	return s.setMarketingConsent(ctx, userID, ev, false)
+}
+
+func (s *Service) setMarketingConsent(ctx context.Context, userID string, ev ConsentEvidence, granted bool) error {
 	now := s.now()
 	event := models.ConsentEvent{
-		ID: newID(), UserID: userID, Kind: "marketing", Granted: true, Wording: MarketingWording,
+		ID: newID(), UserID: userID, Kind: "marketing", Granted: granted, Wording: MarketingWording,
 		Source: cleanText(ev.Source, 200), IPAddress: cleanText(ev.Client.IPAddress, 64),
 		UserAgent: cleanText(ev.Client.UserAgent, 512), CreatedAt: now,
 	}
-	granted, err := s.store.GrantConsent(ctx, s.defaultUserData(userID), event)
+	changed, err := s.store.SetConsent(ctx, s.defaultUserData(userID), event)
 	if err != nil {
 		return err
 	}
-	if granted {
-		s.log.InfoContext(ctx, "marketing consent granted", "user_id", userID, "source", event.Source, "wording", MarketingWording)
+	if changed {
+		what := "marketing consent withdrawn"
+		if granted {
+			what = "marketing consent granted"
+		}
+		s.log.InfoContext(ctx, what, "user_id", userID, "source", event.Source, "wording", MarketingWording)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"codeauth/internal/testkit"
 	"codeauth/internal/testkit/vectors"
@@ -301,6 +302,74 @@ func TestMarketingConsent(t *testing.T) {
 		e.DB.Where("user_id = ?", other.UserID).Take(&bob)
 		if bob.MarketingOptIn {
 			t.Fatal("the body's user_id was obeyed")
+		}
+	})
+}
+
+// Withdrawal is as easy as the grant (GDPR Art. 7(3)): grant, withdraw, grant again, through the
+// API and through the account page's form without JavaScript, each change one evidence row, a
+// repeated withdrawal none.
+func TestMarketingConsent_WithdrawAndGrantAgain(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		const grant, withdraw = "/api/marketing-consent", "/api/marketing-consent/withdraw"
+		e.Post(withdraw, nil).ExpectError(t, 401, "UNAUTHORIZED")
+		s := e.SignIn("carol@example.com")
+		auth := []string{"Authorization", "Bearer " + s.Bearer, "User-Agent", "TestAgent/2"}
+		optedIn := func() (bool, bool) {
+			var ud models.UserData
+			e.DB.Where("user_id = ?", s.UserID).Take(&ud)
+			return ud.MarketingOptIn, ud.MarketingOptInAt != nil
+		}
+		for i, step := range []struct {
+			path string
+			want bool
+		}{{grant, true}, {withdraw, false}, {withdraw, false}, {grant, true}} {
+			e.Clock.Advance(time.Second) // the test's clock stands still otherwise: order the events
+			if r := e.Post(step.path, nil, auth...); r.Status != 200 || string(r.Body) != `{"success":true}` {
+				t.Fatalf("step %d %s: %d %s", i, step.path, r.Status, r.Body)
+			}
+			if in, since := optedIn(); in != step.want || since != step.want {
+				t.Fatalf("after step %d %s: opted in %v (since set %v), want %v", i, step.path, in, since, step.want)
+			}
+		}
+		var events []models.ConsentEvent
+		e.DB.Where("user_id = ?", s.UserID).Order("created_at").Find(&events)
+		if len(events) != 3 {
+			t.Fatalf("%d evidence rows for grant, withdraw, (repeated withdraw), grant; want 3: %+v", len(events), events)
+		}
+		for i, want := range []bool{true, false, true} {
+			if ev := events[i]; ev.Granted != want || ev.Source != "api" || ev.UserAgent != "TestAgent/2" || ev.Wording == "" || ev.IPAddress == "" {
+				t.Errorf("event %d: %+v, want granted %v with its evidence", i, ev, want)
+			}
+		}
+		// The account page: the same toggle as a plain form POST, recorded with the page as source.
+		form := func(path string) *testkit.Response {
+			return e.Do(testkit.Request{Method: "POST", Path: path, Body: "", ContentType: "application/x-www-form-urlencoded",
+				Cookies: s.Cookies(), Header: http.Header{"Origin": {e.URL}}})
+		}
+		e.Clock.Advance(time.Second)
+		if r := form("/account/consent/withdraw"); r.Status != 303 {
+			t.Fatalf("page withdrawal: %d %s", r.Status, r.Body)
+		}
+		if in, _ := optedIn(); in {
+			t.Fatal("the page's withdrawal did not withdraw")
+		}
+		page := e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()})
+		if !strings.Contains(string(page.Body), "Send me product news") || strings.Contains(string(page.Body), "Stop product news") {
+			t.Fatal("the account page does not offer the grant after a withdrawal")
+		}
+		e.Clock.Advance(time.Second)
+		if r := form("/account/consent"); r.Status != 303 {
+			t.Fatalf("page grant: %d %s", r.Status, r.Body)
+		}
+		page = e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()})
+		if !strings.Contains(string(page.Body), "Stop product news") {
+			t.Fatal("the account page does not offer the withdrawal after a grant")
+		}
+		var last models.ConsentEvent
+		e.DB.Where("user_id = ?", s.UserID).Order("created_at DESC").Take(&last)
+		if !last.Granted || last.Source != "/account" {
+			t.Fatalf("the page's grant was recorded as %+v", last)
 		}
 	})
 }

@@ -31,9 +31,21 @@ func TestBatchReaderAnswersAPanicWithAnError(t *testing.T) {
 			t.Fatalf("read %d: still waiting after its query panicked", i)
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.inFlight != 0 || r.waiting != 0 || len(r.queue) != 0 {
-		t.Fatalf("after the panics: %d queries in flight, %d reads waiting, %d queued; want none", r.inFlight, r.waiting, len(r.queue))
+	// The query's goroutine wakes the reads before it gives its turn back, so the reader settles
+	// a moment after the last read returns: wait for it (a reader stuck in flight would start no
+	// query for the next read).
+	settled := func() (inFlight, waiting, queued int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.inFlight, r.waiting, len(r.queue)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		inFlight, waiting, queued := settled()
+		if inFlight == 0 && waiting == 0 && queued == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the panics: %d queries in flight, %d reads waiting, %d queued; want none", inFlight, waiting, queued)
+		}
 	}
 }

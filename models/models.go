@@ -86,8 +86,9 @@ type UserData struct {
 	UpdatedAt        time.Time  `gorm:"not null"`
 }
 
-// ConsentEvent is the evidence of a consent given: who, what (Kind and the Wording shown), when,
-// through which page or client (Source), and from which address and user agent.
+// ConsentEvent is the evidence of a change of consent, a grant or (Granted false) a withdrawal:
+// who, what (Kind and the Wording shown), when, through which page or client (Source), and from
+// which address and user agent.
 type ConsentEvent struct {
 	ID        string    `gorm:"type:uuid;primaryKey"`
 	UserID    string    `gorm:"type:uuid;not null;index"`

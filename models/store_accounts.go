@@ -362,12 +362,13 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 	return int64(len(users)), nil
 }
 
-// GrantConsent sets the marketing consent of defaults.UserID (creating its UserData as defaults
-// if missing) and records event as its evidence, in one transaction; it reports false, and
-// records nothing, when the consent was already given, so parallel grants leave one flag and one
-// event.
-func (s *Store) GrantConsent(ctx context.Context, defaults UserData, event ConsentEvent) (bool, error) {
-	granted := false
+// SetConsent records a change of defaults.UserID's marketing consent to event.Granted (creating
+// its UserData as defaults if missing) with event as its evidence, in one transaction. It reports
+// false, and records nothing, when the consent already was as asked, so parallel grants (or
+// withdrawals) leave one flag and one event. A grant keeps when it was given; a withdrawal clears
+// it.
+func (s *Store) SetConsent(ctx context.Context, defaults UserData, event ConsentEvent) (bool, error) {
+	changed := false
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		if err := ensureUserData(tx, &defaults); err != nil {
 			return err
@@ -375,10 +376,14 @@ func (s *Store) GrantConsent(ctx context.Context, defaults UserData, event Conse
 		if err := sendNow(tx, "creating user data"); err != nil {
 			return err
 		}
-		res := tx.Model(&UserData{}).Where("user_id = ? AND marketing_opt_in = ?", defaults.UserID, false).
-			Updates(map[string]any{"marketing_opt_in": true, "marketing_opt_in_at": event.CreatedAt, "updated_at": event.CreatedAt})
+		var since any
+		if event.Granted {
+			since = event.CreatedAt
+		}
+		res := tx.Model(&UserData{}).Where("user_id = ? AND marketing_opt_in = ?", defaults.UserID, !event.Granted).
+			Updates(map[string]any{"marketing_opt_in": event.Granted, "marketing_opt_in_at": since, "updated_at": event.CreatedAt})
 		if res.Error != nil {
-			return fmt.Errorf("models: granting consent: %w", res.Error)
+			return fmt.Errorf("models: changing consent: %w", res.Error)
 		}
 		if res.RowsAffected == 0 {
 			return nil
@@ -386,10 +391,10 @@ func (s *Store) GrantConsent(ctx context.Context, defaults UserData, event Conse
 		if err := tx.Create(&event).Error; err != nil {
 			return fmt.Errorf("models: recording consent: %w", err)
 		}
-		granted = true
+		changed = true
 		return nil
 	})
-	return granted, err
+	return changed, err
 }
 
 // Purchase reads the purchase id; ErrNotFound when there is none.

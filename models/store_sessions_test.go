@@ -221,3 +221,50 @@ func TestStoreEndSession(t *testing.T) {
 		}
 	})
 }
+
+func TestStoreListsAndEndsAUsersSessions(t *testing.T) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, now time.Time) {
+		ctx := context.Background()
+		u, other := addUser(t, db, "lister@x.io"), addUser(t, db, "other@x.io")
+		var mine []Session
+		for i := range 3 {
+			s := addSession(t, db, u)
+			// Distinct creation times, so newest first has an order.
+			db.Model(&Session{}).Where("id = ?", s.ID).Update("created_at", now.Add(time.Duration(i)*time.Second))
+			mine = append(mine, s)
+		}
+		theirs := addSession(t, db, other)
+		expired := addSession(t, db, u)
+		db.Model(&Session{}).Where("id = ?", expired.ID).Update("expires_at", now.Add(-time.Second))
+
+		list, err := st.ListSessions(ctx, u.ID, now)
+		if err != nil || len(list) != 3 || list[0].ID != mine[2].ID || list[2].ID != mine[0].ID {
+			t.Fatalf("ListSessions: %v, %v; want the 3 live ones, newest first", list, err)
+		}
+		// Another account's session is never ended, by id or by token.
+		if id, err := st.EndUserSession(ctx, u.ID, theirs.ID, ""); err != nil || id != "" {
+			t.Fatalf("ending another account's session by id: %q, %v", id, err)
+		}
+		if id, err := st.EndUserSession(ctx, u.ID, "", theirs.Token); err != nil || id != "" {
+			t.Fatalf("ending another account's session by token: %q, %v", id, err)
+		}
+		if id, err := st.EndUserSession(ctx, u.ID, mine[0].ID, ""); err != nil || id != mine[0].ID {
+			t.Fatalf("ending by id: %q, %v", id, err)
+		}
+		if id, err := st.EndUserSession(ctx, u.ID, "", mine[1].Token); err != nil || id != mine[1].ID {
+			t.Fatalf("ending by token: %q, %v", id, err)
+		}
+		// All but one, then the rest: the other account keeps its session throughout.
+		addSession(t, db, u)
+		ended, err := st.EndUserSessions(ctx, u.ID, mine[2].ID)
+		if err != nil || len(ended) != 2 {
+			t.Fatalf("EndUserSessions keeping one: %v, %v; want the new and the expired one", ended, err)
+		}
+		if ended, err := st.EndUserSessions(ctx, u.ID, ""); err != nil || len(ended) != 1 || ended[0] != mine[2].ID {
+			t.Fatalf("EndUserSessions: %v, %v", ended, err)
+		}
+		if n := rowCount(t, db, &Session{}); n != 1 {
+			t.Fatalf("%d sessions left, want the other account's", n)
+		}
+	})
+}

@@ -68,5 +68,6 @@ func (h *API) Mount(app *fiber.App, limiter *middleware.RateLimiter) {
 	api.Get("/openapi.json", openAPIDocument)
 	api.Get("/me", signedIn, h.me)
 	api.Post("/marketing-consent", fromDB, h.marketingConsent)
+	api.Post("/marketing-consent/withdraw", fromDB, h.withdrawMarketingConsent)
 	api.Post("/account/delete", fromDB, h.deleteAccount)
 }

@@ -1,6 +1,7 @@
 package betterauth
 
 import (
+	"context"
 	"net/url"
 
 	"codeauth/auth"
@@ -11,10 +12,20 @@ import (
 
 // The service's own routes under /api, beside better-auth's.
 
-// marketingConsent is POST /api/marketing-consent: the call itself is the consent. It only grants
-// (there is no revoke here), and records where it came from as evidence: the page it was sent
-// from (a trusted Referer's path) or "api".
+// marketingConsent is POST /api/marketing-consent: the call itself is the consent. It records
+// where it came from as evidence: the page it was sent from (a trusted Referer's path) or "api".
+// Withdrawing is its own route, as easy as this one.
 func (h *API) marketingConsent(c *fiber.Ctx) error {
+	return h.changeConsent(c, h.auth.GrantMarketingConsent)
+}
+
+// withdrawMarketingConsent is POST /api/marketing-consent/withdraw: the consent ends, recorded
+// with the same evidence as a grant.
+func (h *API) withdrawMarketingConsent(c *fiber.Ctx) error {
+	return h.changeConsent(c, h.auth.WithdrawMarketingConsent)
+}
+
+func (h *API) changeConsent(c *fiber.Ctx, change func(context.Context, string, auth.ConsentEvidence) error) error {
 	if err := h.body.read(c, emptyRequest{}); err != nil {
 		return err
 	}
@@ -23,7 +34,7 @@ func (h *API) marketingConsent(c *fiber.Ctx) error {
 		source = ref.Path
 	}
 	st := middleware.Current(c)
-	err := h.auth.GrantMarketingConsent(c.UserContext(), st.User.ID, auth.ConsentEvidence{
+	err := change(c.UserContext(), st.User.ID, auth.ConsentEvidence{
 		Source: source, Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ package pages
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,7 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Get("/account", h.account)
 	app.Post("/account/name", formLimit, h.updateName)
 	app.Post("/account/consent", formLimit, h.grantConsent)
+	app.Post("/account/consent/withdraw", formLimit, h.withdrawConsent)
 	app.Post("/account/email", formLimit, sendLimit, h.requestEmailChange)
 	app.Post("/account/delete", formLimit, h.deleteAccount)
 }
@@ -382,17 +384,26 @@ func (h *Pages) accountWith(c *fiber.Ctx, status int, a views.Account) error {
 
 // grantConsent is POST /account/consent.
 func (h *Pages) grantConsent(c *fiber.Ctx) error {
+	return h.changeConsent(c, h.auth.GrantMarketingConsent, true)
+}
+
+// withdrawConsent is POST /account/consent/withdraw: as easy as the grant.
+func (h *Pages) withdrawConsent(c *fiber.Ctx) error {
+	return h.changeConsent(c, h.auth.WithdrawMarketingConsent, false)
+}
+
+func (h *Pages) changeConsent(c *fiber.Ctx, change func(context.Context, string, auth.ConsentEvidence) error, optedIn bool) error {
 	st, err := h.signedIn(c)
 	if err != nil {
 		return err
 	}
-	if err := h.auth.GrantMarketingConsent(c.UserContext(), st.User.ID, h.evidence(c, "/account")); err != nil {
+	if err := change(c.UserContext(), st.User.ID, h.evidence(c, "/account")); err != nil {
 		return err
 	}
 	if !isHTMX(c) {
 		return c.Redirect("/account", fiber.StatusSeeOther)
 	}
-	return render(c, fiber.StatusOK, views.ConsentStatus(true))
+	return render(c, fiber.StatusOK, views.ConsentStatus(optedIn))
 }
 
 // checkout is GET /checkout/success?purchase=<id>: the guest purchase and the component that
