@@ -265,3 +265,23 @@ func userIDOf(t *testing.T, r *testkit.Response) string {
 	r.Decode(t, &b)
 	return b.User.ID
 }
+
+// After the server ends every connection (a restart, a failover), the pool still holds them.
+// A session read is a SELECT: the first use of each dead connection must not become a 503 for
+// the person whose session it is, so the read runs again on a live connection.
+func TestSessionReadsSurviveDeadPooledConnections(t *testing.T) {
+	role, asRole := testkit.PostgresRole(t)
+	e := testkit.New(t, testkit.Postgres, asRole)
+	sessions := make([]testkit.Session, 4)
+	for i := range sessions {
+		sessions[i] = e.SignIn(fmt.Sprintf("reader%d@example.com", i))
+	}
+	for round := 0; round < 3; round++ {
+		if n := testkit.TerminateBackends(t, role); n == 0 {
+			t.Fatal("no connection of the service to end")
+		}
+		for _, s := range sessions {
+			expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
+		}
+	}
+}

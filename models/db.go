@@ -33,6 +33,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// poolSize is how many connections to PostgreSQL the service keeps open at most.
+const poolSize = 32
+
 // Connections to PostgreSQL are renewed now and then, in both pools (GORM's database/sql pool and
 // the pgx pool of the shared rate-limit store): a connection opened while the server was
 // read-only, or before a failover, would otherwise keep its state for as long as it lived. A
@@ -122,8 +125,8 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 		// would-be "database is locked" failures into an orderly queue inside database/sql.
 		sqlDB.SetMaxOpenConns(1)
 	} else {
-		sqlDB.SetMaxOpenConns(32)
-		sqlDB.SetMaxIdleConns(32)
+		sqlDB.SetMaxOpenConns(poolSize)
+		sqlDB.SetMaxIdleConns(poolSize)
 		sqlDB.SetConnMaxLifetime(ConnMaxLifetime)
 		sqlDB.SetConnMaxIdleTime(ConnMaxIdleTime)
 	}

@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -248,34 +249,62 @@ func (r *batchReader) answer(batch []*sessionRead) {
 // query runs sessionBatchQuery on a connection of the pool through pgx and calls found for each
 // row.
 func (r *batchReader) query(ctx context.Context, hashes []string, found func(string, *Session, *User)) error {
+	for attempt := 1; ; attempt++ {
+		broken, err := r.queryOnce(ctx, hashes, found)
+		// The query only reads, so it may run again. It does when it failed because its
+		// connection was dead (the server ended it: a restart, a failover), which the pool only
+		// learns by using it: without another try every pooled connection would cost one request
+		// a 503 after the database came back. A dead connection is discarded, so the tries are
+		// bounded by the pool's size; a database that is down fails at connecting, at once.
+		if err == nil || !broken || attempt > poolSize || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// queryOnce runs sessionBatchQuery once on a connection of the pool through pgx, calls found for
+// each row, and reports whether the connection is dead after a failure.
+func (r *batchReader) queryOnce(ctx context.Context, hashes []string, found func(string, *Session, *User)) (broken bool, err error) {
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close()
 	r.queries.Add(1)
-	return conn.Raw(func(driverConn any) error {
+	err = conn.Raw(func(driverConn any) error {
 		pc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("models: unexpected PostgreSQL driver %T", driverConn)
 		}
-		rows, err := pc.Conn().Query(ctx, sessionBatchQuery, hashes)
-		if err != nil {
+		err := r.scan(ctx, pc, hashes, found)
+		if err != nil && pc.Conn().IsClosed() {
+			broken = true
+			// database/sql discards a connection whose use ended in ErrBadConn.
+			return fmt.Errorf("%w: %w", driver.ErrBadConn, err)
+		}
+		return err
+	})
+	return broken, err
+}
+
+// scan runs sessionBatchQuery on pc and calls found for each row.
+func (r *batchReader) scan(ctx context.Context, pc *stdlib.Conn, hashes []string, found func(string, *Session, *User)) error {
+	rows, err := pc.Conn().Query(ctx, sessionBatchQuery, hashes)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var (
+		hash string
+		sess Session
+		user User
+	)
+	dest := append(append([]any{&hash}, sessionColumns(&sess, &user)...), &user.Image)
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
-		defer rows.Close()
-		var (
-			hash string
-			sess Session
-			user User
-		)
-		dest := append(append([]any{&hash}, sessionColumns(&sess, &user)...), &user.Image)
-		for rows.Next() {
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			found(hash, &sess, &user)
-		}
-		return rows.Err()
-	})
+		found(hash, &sess, &user)
+	}
+	return rows.Err()
 }
