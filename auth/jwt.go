@@ -38,6 +38,9 @@ const (
 	// jwtKeyReload is how long an instance signs with the keys it read without reading the table
 	// again: how late it can learn of a key another instance or the command added.
 	jwtKeyReload = time.Minute
+	// jwtKeyReadTimeout bounds a read of the key table: it runs on behalf of a get-session whose
+	// answer must not wait on a database that is away.
+	jwtKeyReadTimeout = 2 * time.Second
 	// jwtKeyLead is how long a new key is published in the JWKS before it signs: longer than a
 	// verifier caches the JWKS plus how late an instance learns of the key, so no verifier meets
 	// a kid it has not been offered.
@@ -122,25 +125,27 @@ func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, err
 	if token, ok := s.jwt.cache.get(st, now); ok {
 		return token, nil
 	}
-	token, err := s.signJWT(ctx, st, now)
+	token, exp, err := s.signJWT(ctx, st, now)
 	if err != nil {
 		s.log.WarnContext(ctx, "signing a JWT failed", "error", err)
 		return "", err
 	}
-	s.jwt.cache.put(st, token, now.Add(JWTLifetime/2))
+	// Renewed half-way through its own life: a JWT cut short by a session's near end (which a
+	// refresh may then push back) is renewed early, never handed out past its expiry.
+	s.jwt.cache.put(st, token, now.Add(exp.Sub(now)/2))
 	return token, nil
 }
 
 // signJWT signs a new JWT for st with the key that signs at now. It expires after JWTLifetime,
 // or with the session if that comes first.
-func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) (string, error) {
+func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) (string, time.Time, error) {
 	ks, err := s.keyset(ctx, now)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	key := ks.signing(now)
 	if key.signer == nil {
-		return "", fmt.Errorf("auth: the signing key %s: %w", key.row.ID, ErrSigningKeySealed)
+		return "", time.Time{}, fmt.Errorf("auth: the signing key %s: %w", key.row.ID, ErrSigningKeySealed)
 	}
 	exp := now.Add(JWTLifetime)
 	if st.Session.ExpiresAt.Before(exp) {
@@ -153,17 +158,17 @@ func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) 
 		IssuedAt: now.Unix(), Expiry: exp.Unix(),
 	})
 	if err != nil {
-		return "", fmt.Errorf("auth: encoding JWT claims: %w", err)
+		return "", time.Time{}, fmt.Errorf("auth: encoding JWT claims: %w", err)
 	}
 	jws, err := key.signer.Sign(payload)
 	if err != nil {
-		return "", fmt.Errorf("auth: signing a JWT: %w", err)
+		return "", time.Time{}, fmt.Errorf("auth: signing a JWT: %w", err)
 	}
 	token, err := jws.CompactSerialize()
 	if err != nil {
-		return "", fmt.Errorf("auth: serialising a JWT: %w", err)
+		return "", time.Time{}, fmt.Errorf("auth: serialising a JWT: %w", err)
 	}
-	return token, nil
+	return token, exp, nil
 }
 
 // JWKS returns the public keys a verifier needs: the key that signs now, the next one when a
@@ -218,28 +223,43 @@ func retiredUntil(took time.Time) time.Time { return took.Add(JWTLifetime + jwtC
 // keyset returns the keys, read again when the copy in memory is older than jwtKeyReload. The
 // first use on an empty table makes the first key.
 func (s *Service) keyset(ctx context.Context, now time.Time) (*keyset, error) {
-	if ks := s.jwt.keys.Load(); ks != nil && fresh(ks, now) {
-		return ks, nil
+	old := s.jwt.keys.Load()
+	if old != nil && fresh(old, now) {
+		return old, nil
 	}
-	s.jwt.load.Lock()
+	if old != nil {
+		// A request that finds another reloading the keys signs with the copy it has rather
+		// than wait: the JWT header of get-session must never hold the answer up.
+		if !s.jwt.load.TryLock() {
+			return old, nil
+		}
+	} else {
+		s.jwt.load.Lock()
+	}
 	defer s.jwt.load.Unlock()
 	if ks := s.jwt.keys.Load(); ks != nil && fresh(ks, now) {
 		return ks, nil
 	}
-	ks, err := s.readKeys(ctx, now)
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwtKeyReadTimeout)
+	defer cancel()
+	ks, err := s.readKeys(readCtx, now)
 	if err != nil {
-		if old := s.jwt.keys.Load(); old != nil {
-			// Keys change once a month: the copy in memory serves while the database is away.
+		if old != nil {
+			// Keys change once a month: the copy in memory serves while the database is away,
+			// and is tried again a reload interval later, not by every request meanwhile.
 			s.log.WarnContext(ctx, "reading the signing keys failed; using those read before", "error", err)
+			stale := *old
+			stale.readAt = now
+			s.jwt.keys.Store(&stale)
 			return old, nil
 		}
 		return nil, err
 	}
 	if len(ks.keys) == 0 {
-		if _, err := s.addKey(ctx, 1, now, now); err != nil {
+		if _, err := s.addKey(readCtx, 1, now, now); err != nil {
 			return nil, err
 		}
-		if ks, err = s.readKeys(ctx, now); err != nil {
+		if ks, err = s.readKeys(readCtx, now); err != nil {
 			return nil, err
 		}
 		if len(ks.keys) == 0 {

@@ -44,7 +44,7 @@ func jwtTestService(t testing.TB) (*Service, *SessionState) {
 func TestSignJWT_ExpiresWithTheSession(t *testing.T) {
 	s, st := jwtTestService(t)
 	st.Session.ExpiresAt = s.now().Add(time.Minute)
-	token, err := s.signJWT(context.Background(), st, s.now())
+	token, _, err := s.signJWT(context.Background(), st, s.now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func BenchmarkSignJWT(b *testing.B) {
 	ctx, now := context.Background(), s.now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.signJWT(ctx, st, now); err != nil {
+		if _, _, err := s.signJWT(ctx, st, now); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func BenchmarkSessionJWTReused(b *testing.B) {
 // library (go-jose here) and the JWKS key: parse, verify the signature, decode the claims.
 func BenchmarkVerifyJWT(b *testing.B) {
 	s, st := jwtTestService(b)
-	token, err := s.signJWT(context.Background(), st, s.now())
+	token, _, err := s.signJWT(context.Background(), st, s.now())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -200,7 +200,7 @@ func (s *Service) ListSessions(ctx context.Context, st *SessionState) ([]models.
 func (s *Service) RevokeSession(ctx context.Context, st *SessionState, handle string) (current bool, err error) {
 	var id, hash string
 	switch {
-	case uuid.Validate(handle) == nil:
+	case canonicalUUID(handle):
 		id = handle
 	case WellFormedToken(handle):
 		hash = hashToken(handle)
@@ -230,4 +230,13 @@ func (s *Service) RevokeSessions(ctx context.Context, st *SessionState, keepCurr
 	}
 	s.revokeLocally(ended)
 	return nil
+}
+
+// canonicalUUID reports whether s is a UUID in the form the service writes them: lower-case, with
+// hyphens. uuid.Validate also takes {braces}, urn:uuid: and other forms, which the two databases
+// would read differently (PostgreSQL's uuid type parses some, refuses others, SQLite compares
+// text), so a handle in any other form names no session.
+func canonicalUUID(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == s
 }

@@ -365,3 +365,32 @@ func TestJWT_PrivateKeySealed(t *testing.T) {
 		other.Get("/api/auth/token", "Authorization", "Bearer "+s.Token).ExpectError(t, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR")
 	})
 }
+
+// A JWT made while the session was near its end (so cut short to it) is renewed half-way through
+// its own life: once a refresh extends the session, /token never hands out an expired JWT.
+func TestJWT_CutShortByTheSessionEndIsRenewedInTime(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		s := e.SignIn("nearend@example.com")
+		e.Clock.Advance(60*24*time.Hour - 2*time.Minute) // the session ends in 2 minutes
+		r := e.Get("/api/auth/get-session?disableCookieCache=true&disableRefresh=true", bearer(s)...)
+		first := r.Header.Get("set-auth-jwt")
+		if first == "" {
+			t.Fatalf("no JWT: %d %s", r.Status, r.Body)
+		}
+		// An ordinary read refreshes the session for 60 more days.
+		r = e.Get("/api/auth/get-session?disableCookieCache=true", bearer(s)...)
+		if string(r.Body) == "null" {
+			t.Fatal("session gone")
+		}
+		e.Clock.Advance(3 * time.Minute)
+		tok := getToken(t, e, s.Bearer)
+		_, c, err := verifyJWT(t, fetchJWKS(t, e), tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Exp <= e.Clock.Now().Unix() {
+			t.Fatalf("GET /token handed out a JWT that expired %ds ago for a session live for 60 more days (same as first: %v)",
+				e.Clock.Now().Unix()-c.Exp, tok == first)
+		}
+	})
+}

@@ -219,3 +219,19 @@ func TestListAccounts_IsEmpty(t *testing.T) {
 		}
 	})
 }
+
+// A handle in another spelling of the same UUID ({braces}, urn:uuid:, upper case, no hyphens)
+// names no session, the same on both databases, and is never a 500 (PostgreSQL's uuid type
+// parses some spellings and refuses others).
+func TestRevokeSession_OnlyTheCanonicalHandle(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		s := e.SignIn("spelling@example.com")
+		h := listSessions(t, e, s)[0].Token
+		for _, handle := range []string{"urn:uuid:" + h, "{" + h + "}", strings.ToUpper(h), strings.ReplaceAll(h, "-", "")} {
+			e.Post("/api/auth/revoke-session", map[string]any{"token": handle}, bearer(s)...).ExpectError(t, 400, "SESSION_NOT_FOUND")
+		}
+		if !live(t, e, s) {
+			t.Fatal("another spelling of the handle revoked the session")
+		}
+	})
+}
