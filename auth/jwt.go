@@ -85,6 +85,9 @@ type jwts struct {
 	load  sync.Mutex
 	keys  atomic.Pointer[keyset]
 	cache jwtCache
+	// warned is when a failure to sign was last logged (unix seconds): get-session runs on every
+	// request, and one line a minute says as much as one per request.
+	warned atomic.Int64
 }
 
 // keyset is the key table as one instance read it.
@@ -127,7 +130,9 @@ func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, err
 	}
 	token, exp, err := s.signJWT(ctx, st, now)
 	if err != nil {
-		s.log.WarnContext(ctx, "signing a JWT failed", "error", err)
+		if last := s.jwt.warned.Load(); now.Unix()-last >= 60 && s.jwt.warned.CompareAndSwap(last, now.Unix()) {
+			s.log.WarnContext(ctx, "signing a JWT failed (said at most once a minute)", "error", err)
+		}
 		return "", err
 	}
 	// Renewed half-way through its own life: a JWT cut short by a session's near end (which a
@@ -390,7 +395,9 @@ func (s *Service) RotateJWTKey(ctx context.Context, force bool) (RotationResult,
 		}
 	case ks.keys[0].row.ActiveFrom.After(now):
 		// A rotation is under way already.
-	case force || !now.Before(ks.keys[0].row.ActiveFrom.Add(s.jwt.opts.Rotation)):
+	case force || ks.signing(now).signer == nil || !now.Before(ks.keys[0].row.ActiveFrom.Add(s.jwt.opts.Rotation)):
+		// Also when the key that signs does not open under this AUTH_SECRET (the secret was
+		// changed): without a new key no JWT could be made until the next scheduled rotation.
 		r.ActiveFrom = now.Add(jwtKeyLead)
 		if _, err := s.addKey(ctx, ks.keys[0].row.Generation+1, r.ActiveFrom, now); err != nil {
 			return r, err

@@ -362,7 +362,17 @@ func TestJWT_PrivateKeySealed(t *testing.T) {
 		if r.Header.Get("set-auth-jwt") != "" {
 			t.Fatal("a JWT signed with a key that should not open")
 		}
-		other.Get("/api/auth/token", "Authorization", "Bearer "+s.Token).ExpectError(t, http.StatusInternalServerError, "INTERNAL_SERVER_ERROR")
+		other.Get("/api/auth/token", "Authorization", "Bearer "+s.Token).ExpectError(t, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE")
+		// The scheduled rotation does not wait a month: a key that does not open is replaced at
+		// its next run, and the new key signs once it has been published long enough.
+		r2, err := other.Auth.RotateJWTKey(context.Background(), false)
+		if err != nil || r2.Added == "" {
+			t.Fatalf("the rotation job left the unopenable key signing: %+v, %v", r2, err)
+		}
+		e.Clock.Advance(7 * time.Minute)
+		if tok := getToken(t, other, s.Token); tok == "" {
+			t.Fatal("no JWT under the new secret after the rotation")
+		}
 	})
 }
 

@@ -71,6 +71,7 @@ var (
 		auth.ErrSessionNotFresh:     newError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
 		auth.ErrSessionNotFound:     newError(fiber.StatusBadRequest, "SESSION_NOT_FOUND", "Session not found"),
 		auth.ErrRateLimited:         newError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
+		auth.ErrSigningKeySealed:    newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable"),
 		auth.ErrSignInUnconfirmed:   newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable. The sign-in may not have completed: request a new code and try again."),
 
 		middleware.ErrMissingOrigin:        newError(fiber.StatusForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin"),
