@@ -4,16 +4,12 @@
 //
 // Usage: node conformance/better-auth-client.mjs <base URL> <console log file>
 // The console log file is the service's stdout, where the console mailer writes the codes.
-import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import { args, checks, codes, expectFailure } from "./lib/harness.mjs";
 import { createAuthClient } from "better-auth/client";
 import { emailOTPClient } from "better-auth/client/plugins";
 
-const [baseURL, consoleLog] = process.argv.slice(2);
-if (!baseURL || !consoleLog) {
-  console.error("usage: better-auth-client.mjs <base URL> <console log file>");
-  process.exit(2);
-}
+const { baseURL, consoleLog } = args("better-auth-client.mjs");
 
 let bearer = "";
 const client = createAuthClient({
@@ -29,43 +25,15 @@ const client = createAuthClient({
   },
 });
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function codeFor(email, previous) {
-  const pattern = new RegExp(`mail kind=sign-in-code to=${email.replace(/[.+]/g, "\\$&")} code=(\\S+)`, "g");
-  for (let i = 0; i < 200; i++) {
-    const matches = [...readFileSync(consoleLog, "utf8").matchAll(pattern)];
-    const last = matches.at(-1)?.[1];
-    if (last && matches.length > previous) return { code: last, count: matches.length };
-    await sleep(10);
-  }
-  throw new Error(`no code for ${email} in ${consoleLog}`);
-}
-
-let sent = {};
+const nextCode = codes(consoleLog);
 async function sendCode(email) {
   const res = await client.emailOtp.sendVerificationOtp({ email, type: "sign-in" });
   assert.deepEqual(res, { success: true });
-  const { code, count } = await codeFor(email, sent[email] ?? 0);
-  sent[email] = count;
-  return code;
-}
-
-async function expectFailure(promise, status, code) {
-  try {
-    await promise;
-  } catch (err) {
-    assert.equal(err.status, status, `status of ${JSON.stringify(err.error)}`);
-    assert.equal(err.error?.code, code);
-    assert.equal(typeof err.error?.message, "string");
-    return err;
-  }
-  assert.fail(`expected a ${status} ${code} failure, the call succeeded`);
+  return nextCode(email);
 }
 
 const wrong = (code) => (code === "000000" ? "111111" : "000000");
-const checks = [];
-const check = (name, fn) => checks.push({ name, fn });
+const { check, run } = checks();
 
 check("sign-up by code, then the session by bearer", async () => {
   const email = `ada-${Date.now()}@example.com`;
@@ -133,14 +101,4 @@ check("bad input is a thrown 4xx", async () => {
   assert.equal(await client.getSession(), null);
 });
 
-let failed = 0;
-for (const { name, fn } of checks) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (err) {
-    failed++;
-    console.log(`FAIL ${name}\n     ${err.stack ?? err}`);
-  }
-}
-process.exit(failed ? 1 : 0);
+await run();

@@ -4,17 +4,13 @@
 //
 // Usage: [AUTH_URL=<the service's AUTH_URL>] node conformance/jwt-client.mjs <base URL> <console log file>
 // The console log file is the service's stdout, where the console mailer writes the codes.
-import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import { args, checks, codes, expectFailure } from "./lib/harness.mjs";
 import { createAuthClient } from "better-auth/client";
 import { emailOTPClient, jwtClient } from "better-auth/client/plugins";
 import { createLocalJWKSet, createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from "jose";
 
-const [baseURL, consoleLog] = process.argv.slice(2);
-if (!baseURL || !consoleLog) {
-  console.error("usage: jwt-client.mjs <base URL> <console log file>");
-  process.exit(2);
-}
+const { baseURL, consoleLog } = args("jwt-client.mjs");
 // The issuer and audience are the service's AUTH_URL origin, which a back end is configured with:
 // AUTH_URL when the caller says it, else the service's default, http://localhost:<PORT> (the
 // base URL may name the same listener by another host, such as 127.0.0.1).
@@ -36,33 +32,13 @@ const client = createAuthClient({
   },
 });
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function codeFor(email) {
-  const pattern = new RegExp(`mail kind=sign-in-code to=${email.replace(/[.+]/g, "\\$&")} code=(\\S+)`, "g");
-  for (let i = 0; i < 200; i++) {
-    const last = [...readFileSync(consoleLog, "utf8").matchAll(pattern)].at(-1)?.[1];
-    if (last) return last;
-    await sleep(10);
-  }
-  throw new Error(`no code for ${email} in ${consoleLog}`);
-}
+const codeFor = codes(consoleLog);
 
 async function signIn(email) {
   await client.emailOtp.sendVerificationOtp({ email, type: "sign-in" });
   return client.signIn.emailOtp({ email, otp: await codeFor(email) });
 }
 
-async function expectFailure(promise, status, code) {
-  try {
-    await promise;
-  } catch (err) {
-    assert.equal(err.status, status, `status of ${JSON.stringify(err.error)}`);
-    assert.equal(err.error?.code, code);
-    return err;
-  }
-  assert.fail(`expected a ${status} ${code} failure, the call succeeded`);
-}
 
 // verify checks a JWT as a back end in another language would: signature against the JWKS,
 // issuer, audience, algorithm, and that it is current.
@@ -70,8 +46,7 @@ async function verify(token, jwks) {
   return jwtVerify(token, createLocalJWKSet(jwks), { issuer: origin, audience: origin, algorithms: ["EdDSA"] });
 }
 
-const checks = [];
-const check = (name, fn) => checks.push({ name, fn });
+const { check, run } = checks();
 
 check("token() without a session is 401 UNAUTHORIZED", async () => {
   bearer = "";
@@ -133,14 +108,4 @@ check("getSession() carries set-auth-jwt, the same session's JWT", async () => {
   assert.equal(lastJWTHeader, null, "no set-auth-jwt without a session");
 });
 
-let failed = 0;
-for (const { name, fn } of checks) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (err) {
-    failed++;
-    console.log(`FAIL ${name}\n     ${err.stack ?? err}`);
-  }
-}
-process.exit(failed ? 1 : 0);
+await run();

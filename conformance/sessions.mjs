@@ -4,16 +4,12 @@
 // client of its own holding its bearer token as a mobile app does.
 //
 // Usage: node conformance/sessions.mjs <base URL> <console log file>
-import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import { args, checks, codes, expectFailure } from "./lib/harness.mjs";
 import { createAuthClient } from "better-auth/client";
 import { emailOTPClient } from "better-auth/client/plugins";
 
-const [baseURL, consoleLog] = process.argv.slice(2);
-if (!baseURL || !consoleLog) {
-  console.error("usage: sessions.mjs <base URL> <console log file>");
-  process.exit(2);
-}
+const { baseURL, consoleLog } = args("sessions.mjs");
 
 // device is one signed-in app: a client of its own with its own bearer token.
 function device() {
@@ -33,21 +29,7 @@ function device() {
   return d;
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const seen = {};
-
-async function codeFor(email) {
-  const pattern = new RegExp(`mail kind=sign-in-code to=${email.replace(/[.+]/g, "\\$&")} code=(\\S+)`, "g");
-  for (let i = 0; i < 200; i++) {
-    const matches = [...readFileSync(consoleLog, "utf8").matchAll(pattern)];
-    if (matches.length > (seen[email] ?? 0)) {
-      seen[email] = matches.length;
-      return matches.at(-1)[1];
-    }
-    await sleep(10);
-  }
-  throw new Error(`no code for ${email} in ${consoleLog}`);
-}
+const codeFor = codes(consoleLog);
 
 // signIn signs a new device of the account email in.
 async function signIn(email) {
@@ -57,19 +39,8 @@ async function signIn(email) {
   return d;
 }
 
-async function expectFailure(promise, status, code) {
-  try {
-    await promise;
-  } catch (err) {
-    assert.equal(err.status, status, `status of ${JSON.stringify(err.error)}`);
-    assert.equal(err.error?.code, code);
-    return err;
-  }
-  assert.fail(`expected a ${status} ${code} failure, the call succeeded`);
-}
 
-const checks = [];
-const check = (name, fn) => checks.push({ name, fn });
+const { check, run } = checks();
 
 check("three devices list each other, newest first, with handles", async () => {
   const email = `devices-${Date.now()}@example.com`;
@@ -139,14 +110,4 @@ check("without a session every route is 401", async () => {
   await expectFailure(nobody.client.listAccounts(), 401, "UNAUTHORIZED");
 });
 
-let failed = 0;
-for (const { name, fn } of checks) {
-  try {
-    await fn();
-    console.log(`ok   ${name}`);
-  } catch (err) {
-    failed++;
-    console.log(`FAIL ${name}\n     ${err.stack ?? err}`);
-  }
-}
-process.exit(failed ? 1 : 0);
+await run();
