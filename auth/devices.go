@@ -1,0 +1,169 @@
+package auth
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"codeauth/models"
+
+	useragent "github.com/medama-io/go-useragent"
+	"github.com/medama-io/go-useragent/agents"
+)
+
+// Devices: a session as a person reads it ("Chrome on macOS"), for the account page's devices
+// card and the new-device notice. User agents are parsed by github.com/medama-io/go-useragent,
+// a trie built once (about 25 ms, on first use) that reads one header in under a microsecond.
+
+// uaParser is the parser, built on first use so that a process that never names a device (the
+// jobs, most tests) never pays for it.
+var uaParser = sync.OnceValue(useragent.NewParser)
+
+// Device is what a User-Agent header says about the device a session is used from.
+type Device struct {
+	// Browser is the browser's family ("Chrome", "Safari"), or, for a client that is no known
+	// browser, the product its header names first ("okhttp", "curl"); empty when the header
+	// names nothing.
+	Browser string
+	// OS is the operating system as people write it ("macOS", "Windows", "iOS"), or empty.
+	OS string
+	// Kind is "phone", "tablet", "tv" or "" (a computer, or unknown).
+	Kind string
+}
+
+// DeviceOf reads a User-Agent header.
+func DeviceOf(userAgent string) Device {
+	userAgent = strings.TrimSpace(userAgent)
+	if userAgent == "" {
+		return Device{}
+	}
+	ua := uaParser().Parse(userAgent)
+	d := Device{Browser: string(ua.Browser()), OS: osName(ua.OS())}
+	switch ua.Device() {
+	case agents.DeviceMobile:
+		d.Kind = "phone"
+	case agents.DeviceTablet:
+		d.Kind = "tablet"
+	case agents.DeviceTV:
+		d.Kind = "tv"
+	}
+	if d.Browser == "" {
+		d.Browser = productOf(userAgent)
+	}
+	return d
+}
+
+// Name is the device as a person reads it: "Chrome on macOS", "Safari on iPhone", "okhttp",
+// or "Unknown device".
+func (d Device) Name() string {
+	platform := d.OS
+	if d.OS == "iOS" {
+		switch d.Kind {
+		case "phone":
+			platform = "iPhone"
+		case "tablet":
+			platform = "iPad"
+		}
+	}
+	switch {
+	case d.Browser != "" && platform != "":
+		return d.Browser + " on " + platform
+	case d.Browser != "":
+		return d.Browser
+	case platform != "":
+		return "A browser on " + platform
+	}
+	return "Unknown device"
+}
+
+// family is what makes two sign-ins the same device for the new-device notice: the browser's
+// family and the operating system, not their versions, which change with every update.
+func (d Device) family() string { return d.Browser + "\x00" + d.OS }
+
+func osName(os agents.OS) string {
+	switch os {
+	case agents.OSMacOS:
+		return "macOS"
+	case "":
+		return ""
+	}
+	return string(os)
+}
+
+// productOf is the product of a header that names no known browser: the name before the first
+// "/" ("okhttp/4.12" gives "okhttp"), or the whole header ("node"). It must be one word of letters,
+// digits and ".-_" of at most 32 bytes, so a hostile header cannot put words of its own on a
+// page or in an e-mail. "Mozilla" says nothing and gives "".
+func productOf(userAgent string) string {
+	end := strings.IndexByte(userAgent, '/')
+	if end < 0 {
+		end = len(userAgent)
+	}
+	product := userAgent[:end]
+	if len(product) > 32 || strings.EqualFold(product, "Mozilla") {
+		return ""
+	}
+	for _, r := range product {
+		if r > unicode.MaxASCII || !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(".-_", r)) {
+			return ""
+		}
+	}
+	return product
+}
+
+// DeviceSession is one of an account's sessions as the devices card shows it.
+type DeviceSession struct {
+	// ID is the session's handle, the one revoke-session takes.
+	ID     string
+	Device Device
+	// IPAddress is the address the session was signed in from.
+	IPAddress string
+	// SignedInAt is when the session was created.
+	SignedInAt time.Time
+	// ActiveAt is the latest time the session is known to have been used. A session is written
+	// at most once per SessionRefreshAge (a day) when it is used, so its last use lies between
+	// ActiveAt and a day later; Recent says that day has not passed.
+	ActiveAt time.Time
+	// Recent means the session may have been used at any moment up to now: its last write is
+	// less than SessionRefreshAge ago.
+	Recent bool
+	// Current is the session of the request asking.
+	Current bool
+}
+
+// Devices lists the live sessions of st's account as devices: the session of st first, marked
+// Current, then the others newest first.
+func (s *Service) Devices(ctx context.Context, st *SessionState) ([]DeviceSession, error) {
+	sessions, err := s.ListSessions(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]DeviceSession, len(sessions))
+	for i, sess := range sessions {
+		out[i] = deviceSession(sess, st.Session.ID, now)
+	}
+	// The list is newest first; a stable sort keeps that order behind the current session.
+	slices.SortStableFunc(out, func(a, b DeviceSession) int {
+		switch {
+		case a.Current == b.Current:
+			return 0
+		case a.Current:
+			return -1
+		}
+		return 1
+	})
+	return out, nil
+}
+
+func deviceSession(sess models.Session, current string, now time.Time) DeviceSession {
+	return DeviceSession{
+		ID: sess.ID, Device: DeviceOf(sess.UserAgent), IPAddress: sess.IPAddress,
+		SignedInAt: sess.CreatedAt, ActiveAt: sess.UpdatedAt,
+		Recent:  now.Before(sess.UpdatedAt.Add(SessionRefreshAge)),
+		Current: sess.ID == current,
+	}
+}

@@ -1,0 +1,67 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"codeauth/models"
+)
+
+// The devices card and the new-device notice name a session's device the way people read it,
+// from the header browsers and apps send.
+func TestDeviceOf_Names(t *testing.T) {
+	for _, tc := range []struct{ ua, want string }{
+		{"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", "Chrome on macOS"},
+		{"Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", "Safari on iPhone"},
+		{"Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", "Safari on iPad"},
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0", "Firefox on Windows"},
+		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0", "Edge on Windows"},
+		{"Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36", "Chrome on Android"},
+		{"Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", "Chrome on ChromeOS"},
+		{"okhttp/4.12.0", "okhttp"},
+		{"curl/8.5.0", "curl"},
+		{"node", "node"},
+		{"", "Unknown device"},
+		{"   ", "Unknown device"},
+		{"Mozilla/5.0 (compatible)", "Unknown device"},
+		// A hostile header puts no words of its own on a page or in an e-mail.
+		{"Click<script>here/1.0", "Unknown device"},
+		{"Your account is locked, call +1 555/1", "Unknown device"},
+		{strings.Repeat("a", 33) + "/1.0", "Unknown device"},
+		{"Ünïcode/1.0", "Unknown device"},
+	} {
+		if got := DeviceOf(tc.ua).Name(); got != tc.want {
+			t.Errorf("DeviceOf(%q).Name() = %q, want %q", tc.ua, got, tc.want)
+		}
+	}
+}
+
+// The notice's notion of the same device ignores versions, which change with every update, but
+// not the browser or the system.
+func TestDeviceOf_FamilyIgnoresVersions(t *testing.T) {
+	chrome130 := DeviceOf("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36")
+	chrome131 := DeviceOf("Mozilla/5.0 (Macintosh; Intel Mac OS X 14_1) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.6778.86 Safari/537.36")
+	chromeWin := DeviceOf("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36")
+	if chrome130.family() != chrome131.family() {
+		t.Errorf("an update made a new device: %q vs %q", chrome130.family(), chrome131.family())
+	}
+	if chrome131.family() == chromeWin.family() {
+		t.Errorf("Chrome on macOS and on Windows are one device: %q", chromeWin.family())
+	}
+}
+
+// The activity shown is what the session's writes prove: used at ActiveAt, and possibly at any
+// moment up to now while that write is less than a day old.
+func TestDeviceSession_Activity(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	sess := models.Session{ID: "a", CreatedAt: now.Add(-72 * time.Hour), UpdatedAt: now.Add(-3 * time.Hour), UserAgent: "curl/8"}
+	d := deviceSession(sess, "b", now)
+	if !d.Recent || d.Current || !d.ActiveAt.Equal(sess.UpdatedAt) || !d.SignedInAt.Equal(sess.CreatedAt) || d.Device.Name() != "curl" {
+		t.Errorf("deviceSession = %+v", d)
+	}
+	sess.UpdatedAt = now.Add(-SessionRefreshAge)
+	if d := deviceSession(sess, "a", now); d.Recent || !d.Current {
+		t.Errorf("a session last written a day ago: %+v", d)
+	}
+}
