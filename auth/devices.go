@@ -130,6 +130,8 @@ type DeviceSession struct {
 	// Recent means the session may have been used at any moment up to now: its last write is
 	// less than SessionRefreshAge ago.
 	Recent bool
+	// IdleFor is how long ago ActiveAt was, by the service's clock.
+	IdleFor time.Duration
 	// Current is the session of the request asking.
 	Current bool
 }
@@ -164,6 +166,7 @@ func deviceSession(sess models.Session, current string, now time.Time) DeviceSes
 		ID: sess.ID, Device: DeviceOf(sess.UserAgent), IPAddress: sess.IPAddress,
 		SignedInAt: sess.CreatedAt, ActiveAt: sess.UpdatedAt,
 		Recent:  now.Before(sess.UpdatedAt.Add(SessionRefreshAge)),
+		IdleFor: max(now.Sub(sess.UpdatedAt), 0),
 		Current: sess.ID == current,
 	}
 }

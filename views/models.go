@@ -116,7 +116,62 @@ type Account struct {
 	// ReauthURL, when set, means the session is too old to change the address or delete the
 	// account: instead of those forms the page offers to sign in again there.
 	ReauthURL string
+	// Devices is the "Your devices" card.
+	Devices Devices
 }
+
+// Devices is the account page's "Your devices" card: every signed-in session of the account,
+// this browser's first.
+type Devices struct {
+	List []Device
+	// Status says what was just done ("Signed out Firefox on Windows."); Error why it was not.
+	Status string
+	Error  string
+}
+
+// Device is one signed-in session on the devices card.
+type Device struct {
+	// ID is the session's handle, which the sign-out form sends back.
+	ID string
+	// Name is the device as people read it, "Chrome on macOS".
+	Name string
+	// Kind is "phone", "tablet", "tv" or "" (a computer or unknown), for its icon.
+	Kind      string
+	IPAddress string
+	// Active says when it was last seen ("Active now", "Active 3 hours ago"); ActiveAt is that
+	// time, for the <time> element.
+	Active   string
+	ActiveAt time.Time
+	// SignedIn is the day the session began, "24 November 2026".
+	SignedIn string
+	// Current is this browser's session.
+	Current bool
+}
+
+// AgoText says how long ago something happened, for people: "a moment ago", "3 minutes ago",
+// "1 hour ago", "5 days ago", and the date beyond 30 days.
+func AgoText(ago time.Duration, at time.Time) string {
+	unit := func(n int, one string) string {
+		if n == 1 {
+			return "1 " + one + " ago"
+		}
+		return strconv.Itoa(n) + " " + one + "s ago"
+	}
+	switch {
+	case ago < time.Minute:
+		return "a moment ago"
+	case ago < time.Hour:
+		return unit(int(ago/time.Minute), "minute")
+	case ago < 24*time.Hour:
+		return unit(int(ago/time.Hour), "hour")
+	case ago < 31*24*time.Hour:
+		return unit(int(ago/(24*time.Hour)), "day")
+	}
+	return "on " + DateText(at)
+}
+
+// DeviceID is the id of a device's row, which its sign-out button names as what it acts on.
+func DeviceID(d Device) string { return "device-" + d.ID }
 
 // EmailLink is the landing page of an e-mail link (confirming a new address, or restoring an old
 // one): what it will do, the button that does it, and the result.

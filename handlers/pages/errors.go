@@ -38,6 +38,7 @@ var problems = map[error]problem{
 	auth.ErrEmailTaken:          {fiber.StatusConflict, "That address now belongs to another account, so it cannot be used here."},
 	auth.ErrPurchaseNotFound:    {fiber.StatusUnprocessableEntity, "We could not find this purchase."},
 	auth.ErrPurchaseOtherEmail:  {fiber.StatusUnprocessableEntity, "This purchase was made with another e-mail address. Sign in with that address to keep it."},
+	auth.ErrSessionNotFound:     {fiber.StatusBadRequest, "That device is signed out already."},
 }
 
 // What a rate limit counted, in the words of the form that was refused ("Too many codes were

@@ -77,6 +77,8 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Post("/account/consent/withdraw", formLimit, h.withdrawConsent)
 	app.Post("/account/email", formLimit, sendLimit, h.requestEmailChange)
 	app.Post("/account/delete", formLimit, h.deleteAccount)
+	app.Post("/account/devices/sign-out", formLimit, h.signOutDevice)
+	app.Post("/account/devices/sign-out-others", formLimit, h.signOutOtherDevices)
 }
 
 // render writes a component as the HTML answer. It renders into a buffer first, so a failure
@@ -376,6 +378,11 @@ func (h *Pages) accountWith(c *fiber.Ctx, status int, a views.Account) error {
 		return err
 	}
 	a.MarketingOptIn = prefs.MarketingOptIn
+	if a.Devices.List == nil {
+		if a.Devices.List, err = h.devices(c, st); err != nil {
+			return err
+		}
+	}
 	if !h.auth.Fresh(st) {
 		a.ReauthURL = middleware.ReauthURL("/account")
 	}
