@@ -37,16 +37,23 @@ func (h *Pages) devices(c *fiber.Ctx, st *auth.SessionState) ([]views.Device, er
 	return out, nil
 }
 
+// signedInDevices is the database-checked session of a sign-out form and the devices its card
+// showed.
+func (h *Pages) signedInDevices(c *fiber.Ctx) (*auth.SessionState, []views.Device, error) {
+	st, err := h.signedIn(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	list, err := h.devices(c, st)
+	return st, list, err
+}
+
 // signOutDevice is POST /account/devices/sign-out {session}: the device of that session (a
 // handle of the card) is signed out everywhere at once, as by revoke-session. A handle that names
 // no session of the account, another account's included, is refused alike and changes nothing.
 // The handle of this browser's own session signs this browser out.
 func (h *Pages) signOutDevice(c *fiber.Ctx) error {
-	st, err := h.signedIn(c)
-	if err != nil {
-		return err
-	}
-	before, err := h.devices(c, st)
+	st, before, err := h.signedInDevices(c)
 	if err != nil {
 		return err
 	}
@@ -74,11 +81,7 @@ func (h *Pages) signOutDevice(c *fiber.Ctx) error {
 // signOutOtherDevices is POST /account/devices/sign-out-others: every session of the account
 // but this browser's ends at once, as by revoke-other-sessions.
 func (h *Pages) signOutOtherDevices(c *fiber.Ctx) error {
-	st, err := h.signedIn(c)
-	if err != nil {
-		return err
-	}
-	before, err := h.devices(c, st)
+	st, before, err := h.signedInDevices(c)
 	if err != nil {
 		return err
 	}
