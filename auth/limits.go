@@ -86,7 +86,7 @@ func (s *Service) sendRefused(ctx context.Context, email string, count models.Co
 			return err
 		}
 	}
-	s.stats.throttled.Add(1)
+	s.stats.throttledSends.Add(1)
 	if c.Count > SendLimit {
 		return s.retryAfter(c.ResetAt)
 	}
@@ -120,7 +120,7 @@ func (s *Service) checkLockedAt(ctx context.Context, email string, now time.Time
 		return fmt.Errorf("auth: reading failures: %w", err)
 	}
 	if row.Count >= s.maxFailures && now.Before(row.ResetAt) {
-		s.stats.throttled.Add(1)
+		s.stats.throttledLocked.Add(1)
 		return s.retryAfter(row.ResetAt)
 	}
 	return nil
@@ -130,7 +130,7 @@ func (s *Service) checkLockedAt(ctx context.Context, email string, now time.Time
 // attempt) made the address's failure count pass the cap: the comparison must not be made.
 func (s *Service) pastFailureCap(count int, resetAt time.Time) error {
 	if count > s.maxFailures {
-		s.stats.throttled.Add(1)
+		s.stats.throttledLocked.Add(1)
 		return s.retryAfter(resetAt)
 	}
 	return nil

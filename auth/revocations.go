@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// revokeLocally stops this instance's cookie caches from answering for the sessions.
+// revokeLocally stops this instance's cookie caches from answering for the sessions, which
+// have ended, and counts them (Stats.SessionsEnded).
 func (s *Service) revokeLocally(ids []string) {
 	now := s.now()
+	s.stats.sessionsEnded.Add(int64(len(ids)))
 	for _, id := range ids {
 		s.revoked.add(id, now, now.Add(CookieCacheTTL))
 	}

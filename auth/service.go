@@ -159,7 +159,8 @@ func (s *Service) prepare(d mail.Draft, err error, opts mail.EnqueueOptions) (mo
 // databases store, so a time read back equals the time written.
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
 
-// Stats counts what the service has done since it started; operators and tests read it.
+// Stats counts what the service has done since it started; operators (the Prometheus metrics)
+// and tests read it.
 type Stats struct {
 	// CodesIssued is the number of codes stored and handed to the mailer.
 	CodesIssued int64
@@ -169,34 +170,72 @@ type Stats struct {
 	SignIns int64
 	// SignUps is the number of accounts created.
 	SignUps int64
-	// FailedVerifications is the number of verifications that did not sign anyone in.
+	// FailedVerifications is the number of verifications that did not sign anyone in: the sum of
+	// the Verify* outcomes below.
 	FailedVerifications int64
-	// Throttled is the number of sends and verifies refused by the per-address limits.
-	Throttled int64
+	// VerifyWrong counts verifications refused for a wrong or unknown code (a code another
+	// request used first included); VerifyExpired for an expired one; VerifyLocked for a code out
+	// of attempts or an address locked by its failures; VerifyOther for the rest (bad input, an
+	// unavailable database).
+	VerifyWrong, VerifyExpired, VerifyLocked, VerifyOther int64
+	// Throttled is the number of sends and verifies refused by the per-address limits:
+	// ThrottledSends for an address's used-up sends, ThrottledLocked for one locked by failures.
+	Throttled, ThrottledSends, ThrottledLocked int64
+	// CookieCacheReads is the number of session checks the cookie cache answered, with no
+	// database.
+	CookieCacheReads int64
 	// SessionReads is the number of session checks that went to the database: those the cookie
 	// cache could not answer.
 	SessionReads int64
 	// SessionQueries is the number of queries that answered them. On PostgreSQL, reads that
 	// arrive while a query runs share the next one, so under load it is far below SessionReads.
 	SessionQueries int64
+	// SessionsEnded is the number of sessions ended by sign-out, revocation, an e-mail change or
+	// restore, or a deletion (not those that expired).
+	SessionsEnded int64
 }
 
 type counters struct {
-	codesIssued, codeComparisons, signIns, signUps, failedVerifications, throttled atomic.Int64
-	sessionReads                                                                   atomic.Int64
+	codesIssued, codeComparisons, signIns, signUps atomic.Int64
+	verifyWrong, verifyExpired, verifyLocked, verifyOther atomic.Int64
+	throttledSends, throttledLocked atomic.Int64
+	sessionReads, cookieCacheReads, sessionsEnded atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
 func (s *Service) Stats() Stats {
-	return Stats{
-		CodesIssued:         s.stats.codesIssued.Load(),
-		CodeComparisons:     s.stats.codeComparisons.Load(),
-		SignIns:             s.stats.signIns.Load(),
-		SignUps:             s.stats.signUps.Load(),
-		FailedVerifications: s.stats.failedVerifications.Load(),
-		Throttled:           s.stats.throttled.Load(),
-		SessionReads:        s.stats.sessionReads.Load(),
-		SessionQueries:      s.store.SessionQueries(),
+	st := Stats{
+		CodesIssued:      s.stats.codesIssued.Load(),
+		CodeComparisons:  s.stats.codeComparisons.Load(),
+		SignIns:          s.stats.signIns.Load(),
+		SignUps:          s.stats.signUps.Load(),
+		VerifyWrong:      s.stats.verifyWrong.Load(),
+		VerifyExpired:    s.stats.verifyExpired.Load(),
+		VerifyLocked:     s.stats.verifyLocked.Load(),
+		VerifyOther:      s.stats.verifyOther.Load(),
+		ThrottledSends:   s.stats.throttledSends.Load(),
+		ThrottledLocked:  s.stats.throttledLocked.Load(),
+		CookieCacheReads: s.stats.cookieCacheReads.Load(),
+		SessionReads:     s.stats.sessionReads.Load(),
+		SessionQueries:   s.store.SessionQueries(),
+		SessionsEnded:    s.stats.sessionsEnded.Load(),
+	}
+	st.FailedVerifications = st.VerifyWrong + st.VerifyExpired + st.VerifyLocked + st.VerifyOther
+	st.Throttled = st.ThrottledSends + st.ThrottledLocked
+	return st
+}
+
+// countFailedVerification counts a verification that signed nobody in, by why.
+func (s *Service) countFailedVerification(err error) {
+	switch {
+	case errors.Is(err, ErrInvalidOTP):
+		s.stats.verifyWrong.Add(1)
+	case errors.Is(err, ErrOTPExpired):
+		s.stats.verifyExpired.Add(1)
+	case errors.Is(err, ErrTooManyAttempts), errors.Is(err, ErrRateLimited):
+		s.stats.verifyLocked.Add(1)
+	default:
+		s.stats.verifyOther.Add(1)
 	}
 }
 

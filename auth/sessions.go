@@ -86,6 +86,7 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 	if q.Cache != "" && !q.FromDatabase {
 		if st, ok := s.decodeCache(q.Cache, q.Token, now); ok && !s.revoked.has(st.Session.ID, now) &&
 			(q.NoRefresh || now.Before(st.Session.UpdatedAt.Add(SessionRefreshAge))) {
+			s.stats.cookieCacheReads.Add(1)
 			return st, nil
 		}
 	}

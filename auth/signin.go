@@ -59,7 +59,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	}
 	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, true)
 	if err != nil {
-		s.stats.failedVerifications.Add(1)
+		s.countFailedVerification(err)
 		return nil, err
 	}
 	token, sess, err := s.newSession(in.Client)
@@ -93,7 +93,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		err = s.confirmCommit(ctx, sess.ID, err)
 	}
 	if err != nil {
-		s.stats.failedVerifications.Add(1)
+		s.countFailedVerification(err)
 		return nil, err
 	}
 	sess.UserID = done.User.ID

@@ -85,6 +85,9 @@ type Config struct {
 	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
+	// MetricsAddr, when set, serves the Prometheus metrics on a listener of its own there
+	// (METRICS_ADDR).
+	MetricsAddr string
 	// PprofAddr, when set, serves Go's profiler there (DEBUG_PPROF_ADDR); loopback addresses only.
 	PprofAddr string
 	// LogLevel is the minimum level written to the log (LOG_LEVEL).

@@ -251,6 +251,18 @@ var options = []option{
 			c.SiteName = v
 			return nil
 		}},
+	{name: "METRICS_ADDR",
+		doc: "Serves the Prometheus metrics (`/metrics`) on a listener of its own at this host:port (`127.0.0.1:9090`), never on the public one; unauthenticated, so bind it to a private address. Empty: no metrics listener, and requests are not timed.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
+				return fmt.Errorf("%q must be a host:port such as 127.0.0.1:9090", v)
+			}
+			c.MetricsAddr = v
+			return nil
+		}},
 	{name: "DEBUG_PPROF_ADDR",
 		doc: "Serves Go's profiler (`/debug/pprof/`) on this address, for measuring; loopback addresses only (`127.0.0.1:6060`).",
 		set: func(c *Config, v string) error {

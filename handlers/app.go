@@ -51,6 +51,9 @@ type Deps struct {
 	// Ready reports whether the service can serve: the database takes writes (models.Ready).
 	Ready  func(context.Context) error
 	Logger *slog.Logger
+	// Observer, when set, is told of every answered request and every per-IP refusal: the
+	// Prometheus metrics.
+	Observer middleware.Observer
 }
 
 // NewApp builds the Fiber application with every route and middleware. Tests drive the same
@@ -96,13 +99,13 @@ func NewApp(d Deps) *fiber.App {
 	if store == nil {
 		store = middleware.NewMemoryRateStore(middleware.DefaultMaxRateKeys)
 	}
-	limiter := middleware.NewRateLimiter(store, d.Now)
+	limiter := middleware.NewRateLimiter(store, d.Now, d.Observer)
 	api := betterauth.New(betterauth.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins})
 	site := pages.New(pages.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, SiteName: siteName, Logger: log})
 	health := &healthAPI{ready: d.Ready, log: log}
 	guard := middleware.NewPageGuard(sessions)
 
-	app.Use(middleware.RequestContext(log, errorHandler))
+	app.Use(middleware.RequestContext(log, errorHandler, d.Observer))
 	app.Use(ips.Handler())
 	app.Use(recover.New())
 	app.Use(middleware.SecurityHeaders(d.Secure))

@@ -97,6 +97,18 @@ type Outbox struct {
 	refusedKeyRetry time.Duration
 	// beat is how often a delivery extends its lease: heartbeat, but in tests.
 	beat time.Duration
+	// totals counts the outcomes of every delivery since the start (Totals).
+	totals struct {
+		sync.Mutex
+		DeliveryReport
+	}
+}
+
+// Totals counts what every DeliverDue of this outbox has done since the start, for the metrics.
+func (o *Outbox) Totals() DeliveryReport {
+	o.totals.Lock()
+	defer o.totals.Unlock()
+	return o.totals.DeliveryReport
 }
 
 // NewOutbox returns an outbox on store delivering through mailer the drafts it renders with
@@ -239,20 +251,14 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 		if err := o.record(ctx, batch, outcomes, errs, stopBeating()); err != nil {
 			return report, err
 		}
+		var pass DeliveryReport
 		for _, oc := range outcomes {
-			switch oc {
-			case outcomeSent:
-				report.Sent++
-			case outcomeFailed:
-				report.Failed++
-			case outcomeAbandoned:
-				report.Abandoned++
-			case outcomeDropped:
-				report.Dropped++
-			case outcomeWithheld:
-				report.Withheld++
-			}
+			pass.count(oc)
 		}
+		report.add(pass)
+		o.totals.Lock()
+		o.totals.add(pass)
+		o.totals.Unlock()
 		if !full {
 			// A short batch took every message that was due when it was claimed, but those
 			// another worker holds; anything queued since has kicked the worker again.
@@ -260,6 +266,31 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 		}
 	}
 	return report, ctx.Err()
+}
+
+// count adds one outcome.
+func (r *DeliveryReport) count(oc outcome) {
+	switch oc {
+	case outcomeSent:
+		r.Sent++
+	case outcomeFailed:
+		r.Failed++
+	case outcomeAbandoned:
+		r.Abandoned++
+	case outcomeDropped:
+		r.Dropped++
+	case outcomeWithheld:
+		r.Withheld++
+	}
+}
+
+// add adds another report's counts.
+func (r *DeliveryReport) add(o DeliveryReport) {
+	r.Sent += o.Sent
+	r.Failed += o.Failed
+	r.Abandoned += o.Abandoned
+	r.Dropped += o.Dropped
+	r.Withheld += o.Withheld
 }
 
 // errSuperseded is why a message a newer one replaced is dropped before it goes out.

@@ -43,16 +43,18 @@ type RateStore interface {
 
 // RateLimiter enforces Rules per client address (RateKey) on the routes it guards.
 type RateLimiter struct {
-	store RateStore
-	now   func() time.Time
+	store    RateStore
+	now      func() time.Time
+	observer Observer
 }
 
-// NewRateLimiter returns a limiter counting in store, reading time from now.
-func NewRateLimiter(store RateStore, now func() time.Time) *RateLimiter {
+// NewRateLimiter returns a limiter counting in store, reading time from now, and telling
+// observer (when not nil) of each request it refuses.
+func NewRateLimiter(store RateStore, now func() time.Time, observer Observer) *RateLimiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &RateLimiter{store: store, now: now}
+	return &RateLimiter{store: store, now: now, observer: observer}
 }
 
 // Limit returns a handler that counts each request under rule and refuses the ones over the
@@ -69,6 +71,9 @@ func (l *RateLimiter) Limit(rule Rule) fiber.Handler {
 			return err
 		}
 		if !allowed {
+			if l.observer != nil {
+				l.observer.Refused(rule.Name)
+			}
 			wait := resetAt.Sub(now)
 			if wait < time.Second {
 				wait = time.Second

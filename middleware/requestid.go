@@ -45,7 +45,9 @@ func (r *requestIDs) next() string { return r.prefix + strconv.FormatUint(r.n.Ad
 //
 // The line holds the method, the path without its query string (which may carry a link token),
 // the status, the duration and the client address; never headers, cookies or bodies.
-func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler) fiber.Handler {
+//
+// With an observer, each answered request is also reported to it, by the route it matched.
+func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler, observer Observer) fiber.Handler {
 	ids := newRequestIDs()
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
@@ -58,6 +60,10 @@ func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler) fiber.Han
 			}
 		}
 		status := c.Response().StatusCode()
+		took := time.Since(start)
+		if observer != nil {
+			observer.Request(c.Method(), RouteOf(c), status, took)
+		}
 		level := slog.LevelInfo
 		if status >= 500 {
 			level = slog.LevelError
@@ -66,11 +72,35 @@ func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler) fiber.Han
 			slog.String("method", c.Method()),
 			slog.String("path", c.Path()),
 			slog.Int("status", status),
-			slog.Duration("duration", time.Since(start)),
+			slog.Duration("duration", took),
 			slog.String("ip", ClientIP(c)),
 		)
 		return nil
 	}
+}
+
+// Observer is told what the HTTP layer did, for the metrics: every answered request, and every
+// request a per-IP rule refused. It is called on the request's goroutine and must be quick.
+type Observer interface {
+	// Request reports an answered request: its method, the route template it matched (RouteOf),
+	// its status and how long it took.
+	Request(method, route string, status int, took time.Duration)
+	// Refused reports a request refused by the per-IP rule of that name.
+	Refused(rule string)
+}
+
+// UnmatchedRoute is RouteOf for a request that matched no route: one label for every unknown path,
+// so a scan of random paths cannot grow the metrics.
+const UnmatchedRoute = "unmatched"
+
+// RouteOf is the template of the route that answered c ("/api/auth/get-session",
+// "/static/:name"), never the path itself, which may hold ids or tokens.
+func RouteOf(c *fiber.Ctx) string {
+	r := c.Route()
+	if r == nil || r.Path == "" || r.Path == "/" && c.Path() != "/" {
+		return UnmatchedRoute
+	}
+	return r.Path
 }
 
 // unavailableRetryAfter is the Retry-After of a 503: about as long as a database restart or a

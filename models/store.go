@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"gorm.io/gorm"
 )
@@ -67,6 +68,30 @@ func closeDB(db *gorm.DB) error {
 // Ready reports whether the database can take writes now, without writing anything (see
 // Ready).
 func (s *Store) Ready(ctx context.Context) error { return Ready(ctx, s.db) }
+
+// PoolStats is the state of the connection pool, for the metrics.
+type PoolStats struct {
+	// MaxOpen is the most connections the pool opens; Open those open now, InUse those serving
+	// a statement and Idle those waiting for one.
+	MaxOpen, Open, InUse, Idle int
+	// WaitCount is how many times a caller waited for a connection, and WaitDuration how long in
+	// all; ClosedIdle and ClosedLifetime count connections closed for idling or age.
+	WaitCount                  int64
+	WaitDuration               time.Duration
+	ClosedIdle, ClosedLifetime int64
+}
+
+// PoolStats reads the state of the connection pool.
+func (s *Store) PoolStats() PoolStats {
+	db, err := s.db.DB()
+	if err != nil {
+		return PoolStats{}
+	}
+	st := db.Stats()
+	return PoolStats{MaxOpen: st.MaxOpenConnections, Open: st.OpenConnections, InUse: st.InUse, Idle: st.Idle,
+		WaitCount: st.WaitCount, WaitDuration: st.WaitDuration, ClosedIdle: st.MaxIdleClosed + st.MaxIdleTimeClosed,
+		ClosedLifetime: st.MaxLifetimeClosed}
+}
 
 // DB is the GORM handle of the store's database, for the test harness, whose fixtures write and
 // count rows from outside the service. Nothing else calls it (internal/archcheck refuses a call

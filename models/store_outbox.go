@@ -174,6 +174,32 @@ func (s *Store) CountDueOutbox(ctx context.Context, now time.Time) (int64, error
 	return n, nil
 }
 
+// OutboxBacklog is what waits in the outbox: how many messages are pending, and when the oldest
+// of them was queued (zero when none is).
+type OutboxBacklog struct {
+	Pending int64
+	Oldest  time.Time
+}
+
+// Backlog reads the outbox's backlog, for the metrics: a count of the pending messages and the
+// oldest one's time, both over the pending messages only (the partial index idx_outbox_pending).
+// The time is read as a column, not as MIN(), which SQLite would answer as text.
+func (s *Store) Backlog(ctx context.Context) (OutboxBacklog, error) {
+	var b OutboxBacklog
+	pending := func() *gorm.DB { return s.db.WithContext(ctx).Model(&OutboxMessage{}).Where(pendingSQL) }
+	if err := pending().Count(&b.Pending).Error; err != nil {
+		return b, fmt.Errorf("models: counting the outbox backlog: %w", err)
+	}
+	var oldest []time.Time
+	if err := pending().Order("created_at").Limit(1).Pluck("created_at", &oldest).Error; err != nil {
+		return b, fmt.Errorf("models: reading the outbox backlog: %w", err)
+	}
+	if len(oldest) == 1 {
+		b.Oldest = oldest[0].UTC()
+	}
+	return b, nil
+}
+
 // PruneGivenUpOutbox deletes at most limit records of messages given up before cutoff, and
 // returns how many it deleted; the caller repeats it until fewer than limit go, so that a large
 // backlog is deleted in short statements. Records without the time they were given up (an

@@ -19,6 +19,7 @@ import (
 	"codeauth/config"
 	"codeauth/handlers"
 	"codeauth/mail"
+	"codeauth/metrics"
 	"codeauth/middleware"
 	"codeauth/models"
 
@@ -63,6 +64,8 @@ type Server struct {
 	App *fiber.App
 	// Scheduler runs the jobs of Auth under locks shared across instances.
 	Scheduler *Scheduler
+	// Metrics are the Prometheus metrics, served on METRICS_ADDR; nil when it is not set.
+	Metrics *metrics.Metrics
 
 	log        *slog.Logger
 	noSchedule bool
@@ -77,6 +80,10 @@ type Server struct {
 	jobsDone   sync.WaitGroup
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
+	// metricsLn is METRICS_ADDR's listener, opened by New so that a bad address fails at once;
+	// metricsSrv serves it from Start.
+	metricsLn  net.Listener
+	metricsSrv *http.Server
 }
 
 // Migrate brings the configured database's schema up to date, and closes it: the migrate
@@ -154,6 +161,14 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		}
 		rateStore = middleware.NewSharedRateStore(s.kv)
 	}
+	var observer middleware.Observer
+	if cfg.MetricsAddr != "" {
+		if s.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return nil, fmt.Errorf("METRICS_ADDR: %w", err)
+		}
+		s.Metrics = metrics.New(metrics.Sources{Auth: s.Auth, Store: s.Store, Logger: log, Now: opts.Now})
+		observer = s.Metrics
+	}
 	s.App = handlers.NewApp(handlers.Deps{
 		Auth:           s.Auth,
 		Secret:         cfg.Secret,
@@ -168,6 +183,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		SiteName:       cfg.SiteName,
 		Ready:          s.Store.Ready,
 		Logger:         log,
+		Observer:       observer,
 	})
 	s.Scheduler = NewScheduler(s.Store, log)
 	return s, nil
@@ -213,6 +229,17 @@ func (s *Server) Start() {
 		go func() {
 			defer s.jobsDone.Done()
 			s.Scheduler.RunNightly(jobsCtx, s.Auth.NightlyJobs())
+		}()
+	}
+	if s.metricsLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", s.Metrics.Handler())
+		s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			s.log.Info("metrics listening", "addr", s.metricsLn.Addr().String())
+			if err := s.metricsSrv.Serve(s.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("metrics stopped", "error", err)
+			}
 		}()
 	}
 	if addr := s.Config.PprofAddr; addr != "" {
@@ -289,8 +316,22 @@ func (s *Server) Close() error {
 	return err
 }
 
-// release closes the shared rate store, and the database when the server opened it.
+// MetricsAddr is the address the metrics listen on, or "" without METRICS_ADDR.
+func (s *Server) MetricsAddr() string {
+	if s.metricsLn == nil {
+		return ""
+	}
+	return s.metricsLn.Addr().String()
+}
+
+// release closes the metrics listener, the shared rate store, and the database when the server
+// opened it.
 func (s *Server) release() {
+	if s.metricsSrv != nil {
+		s.metricsSrv.Close()
+	} else if s.metricsLn != nil {
+		s.metricsLn.Close()
+	}
 	if s.kv != nil {
 		s.kv.Close()
 	}

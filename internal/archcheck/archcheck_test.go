@@ -23,7 +23,8 @@ const module = "codeauth"
 // be given its place.
 var rooms = map[string][]string{
 	"codeauth":                                {"config", "server", "auth", "middleware"},
-	"codeauth/server":                         {"config", "auth", "mail", "models", "middleware", "handlers"},
+	"codeauth/server":                         {"config", "auth", "mail", "models", "middleware", "handlers", "metrics"},
+	"codeauth/metrics":                        {"auth", "middleware", "models"},
 	"codeauth/config":                         {"auth"},
 	"codeauth/handlers":                       {"auth", "middleware", "static", "handlers/betterauth", "handlers/betterauth/credential", "handlers/pages"},
 	"codeauth/handlers/betterauth":            {"auth", "middleware", "models", "handlers/betterauth/credential"},
