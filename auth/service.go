@@ -196,10 +196,10 @@ type Stats struct {
 }
 
 type counters struct {
-	codesIssued, codeComparisons, signIns, signUps atomic.Int64
+	codesIssued, codeComparisons, signIns, signUps        atomic.Int64
 	verifyWrong, verifyExpired, verifyLocked, verifyOther atomic.Int64
-	throttledSends, throttledLocked atomic.Int64
-	sessionReads, cookieCacheReads, sessionsEnded atomic.Int64
+	throttledSends, throttledLocked                       atomic.Int64
+	sessionReads, cookieCacheReads, sessionsEnded         atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
