@@ -85,6 +85,9 @@ type Config struct {
 	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
+	// Tracing says an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or its _TRACES_ form), and
+	// TracingDisabled that OTEL_SDK_DISABLED=true turns it off all the same (TracingOn).
+	Tracing, TracingDisabled bool
 	// MetricsAddr, when set, serves the Prometheus metrics on a listener of its own there
 	// (METRICS_ADDR).
 	MetricsAddr string
@@ -307,3 +310,7 @@ func loadSecret(lookup LookupFunc, cfg Config) (secret []byte, generated bool, e
 	}
 	return []byte(s), true, nil
 }
+
+// TracingOn reports whether the service exports traces: an OTLP endpoint is set and the SDK is
+// not disabled.
+func (c Config) TracingOn() bool { return c.Tracing && !c.TracingDisabled }

@@ -263,6 +263,24 @@ var options = []option{
 			c.MetricsAddr = v
 			return nil
 		}},
+	{name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+		doc: "Exports OpenTelemetry traces (a span per request and per database round trip) over OTLP/HTTP to this collector (`http://127.0.0.1:4318`); `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` does the same for traces alone. The exporter's other standard variables apply (`OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`). Unset: no tracing, and nothing is spent on it.",
+		set: func(c *Config, v string) error {
+			c.Tracing = c.Tracing || v != ""
+			return nil
+		}},
+	{name: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+		doc: "The collector for traces alone (OTLP/HTTP, the full URL, `http://127.0.0.1:4318/v1/traces`); either variable turns tracing on.",
+		set: func(c *Config, v string) error {
+			c.Tracing = c.Tracing || v != ""
+			return nil
+		}},
+	{name: "OTEL_SDK_DISABLED",
+		doc: "`true` turns tracing off whatever the endpoint says (the OpenTelemetry standard variable).",
+		set: func(c *Config, v string) error {
+			c.TracingDisabled = strings.EqualFold(v, "true")
+			return nil
+		}},
 	{name: "DEBUG_PPROF_ADDR",
 		doc: "Serves Go's profiler (`/debug/pprof/`) on this address, for measuring; loopback addresses only (`127.0.0.1:6060`).",
 		set: func(c *Config, v string) error {

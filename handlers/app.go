@@ -21,6 +21,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/compress"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // BodyLimit is the largest request body accepted; larger ones get 413.
@@ -54,6 +55,8 @@ type Deps struct {
 	// Observer, when set, is told of every answered request and every per-IP refusal: the
 	// Prometheus metrics.
 	Observer middleware.Observer
+	// Tracer, when set, makes an OpenTelemetry span of every request (middleware.Tracing).
+	Tracer trace.TracerProvider
 }
 
 // NewApp builds the Fiber application with every route and middleware. Tests drive the same
@@ -105,6 +108,10 @@ func NewApp(d Deps) *fiber.App {
 	health := &healthAPI{ready: d.Ready, log: log}
 	guard := middleware.NewPageGuard(sessions)
 
+	if d.Tracer != nil {
+		// Outermost: the span covers the whole request, and sees the status RequestContext sends.
+		app.Use(middleware.Tracing(d.Tracer))
+	}
 	app.Use(middleware.RequestContext(log, errorHandler, d.Observer))
 	app.Use(ips.Handler())
 	app.Use(recover.New())

@@ -108,20 +108,13 @@ func (m *Metrics) Refused(rule string) {
 var _ middleware.Observer = (*Metrics)(nil)
 
 // methodLabel is the method as a label, or "other" for a method no route of the service answers:
-// a client chooses the method, and must not choose label values. The label is always one of
-// these constants, never the string given, whose bytes the HTTP server reuses for the next
-// request.
+// a client chooses the method, and must not choose label values (middleware.KnownMethod).
 func methodLabel(method string) string {
-	for _, m := range methodLabels {
-		if method == m {
-			return m
-		}
+	if m, ok := middleware.KnownMethod(method); ok {
+		return m
 	}
 	return "other"
 }
-
-var methodLabels = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-	http.MethodDelete, http.MethodOptions}
 
 // statusLabels are the status labels written once, so that a request does not format one.
 var statusLabels = func() [600]string {

@@ -18,6 +18,7 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm/logger"
 )
 
@@ -31,6 +32,9 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives slow-query and error reports. It never sees query arguments.
 	Logger *slog.Logger
+	// Tracer, when set, makes a span of every database round trip (tracing.go); nil traces
+	// nothing and costs nothing.
+	Tracer trace.TracerProvider
 }
 
 // poolSize is how many connections to PostgreSQL the service keeps open at most.
@@ -93,6 +97,7 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		tracePostgres(cfg, opts.Tracer)
 		dialector = postgres.New(postgres.Config{Conn: stdlib.OpenDB(*cfg)})
 	} else {
 		if err := os.MkdirAll(filepath.Dir(opts.SQLitePath), 0o700); err != nil {
@@ -115,6 +120,11 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 	}
 	if err := registerPipelineCallbacks(db); err != nil {
 		return nil, err
+	}
+	if opts.DatabaseURL == "" {
+		if err := traceSQLite(db, opts.Tracer); err != nil {
+			return nil, err
+		}
 	}
 	sqlDB, err := db.DB()
 	if err != nil {

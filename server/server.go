@@ -25,6 +25,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	pgstorage "github.com/gofiber/storage/postgres/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ShutdownTimeout bounds how long in-flight requests may take to finish once Close is called.
@@ -47,6 +52,9 @@ type Options struct {
 	Store *models.Store
 	// RateStore replaces the store of the per-IP counters that RATE_LIMIT_STORE selects.
 	RateStore middleware.RateStore
+	// TracerProvider, when set, receives the spans instead of the OTLP exporter the
+	// configuration selects: a test's in-memory recorder.
+	TracerProvider trace.TracerProvider
 	// NoSchedule leaves the scheduled jobs out of Start. They run on the wall clock, so in a test
 	// they would prune rows under it at moments it does not choose; tests run jobs themselves.
 	NoSchedule bool
@@ -80,6 +88,10 @@ type Server struct {
 	jobsDone   sync.WaitGroup
 	stopWorker context.CancelFunc
 	workerDone chan struct{}
+	// tracer is the tracer provider (nil: no tracing); stopTracing flushes and stops the one New
+	// made for the OTLP exporter.
+	tracer      trace.TracerProvider
+	stopTracing func(context.Context) error
 	// metricsLn is METRICS_ADDR's listener, opened by New so that a bad address fails at once;
 	// metricsSrv serves it from Start.
 	metricsLn  net.Listener
@@ -89,15 +101,16 @@ type Server struct {
 // Migrate brings the configured database's schema up to date, and closes it: the migrate
 // command.
 func Migrate(ctx context.Context, cfg config.Config, opts Options) error {
-	store, err := open(ctx, cfg, opts)
+	store, err := open(ctx, cfg, opts, nil)
 	if err != nil {
 		return err
 	}
 	return store.Close()
 }
 
-// open opens the configured database and brings its schema up to date.
-func open(ctx context.Context, cfg config.Config, opts Options) (*models.Store, error) {
+// open opens the configured database and brings its schema up to date, tracing its round trips
+// under tp when it is not nil.
+func open(ctx context.Context, cfg config.Config, opts Options, tp trace.TracerProvider) (*models.Store, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -107,6 +120,7 @@ func open(ctx context.Context, cfg config.Config, opts Options) (*models.Store, 
 		SQLitePath:  cfg.SQLitePath(),
 		Now:         func() time.Time { return now().UTC() },
 		Logger:      opts.Logger,
+		Tracer:      tp,
 	})
 }
 
@@ -125,8 +139,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 			s.release()
 		}
 	}()
+	if s.tracer, s.stopTracing, err = tracing(ctx, cfg, opts); err != nil {
+		return nil, err
+	}
 	if s.Store == nil {
-		if s.Store, err = open(ctx, cfg, opts); err != nil {
+		if s.Store, err = open(ctx, cfg, opts, s.tracer); err != nil {
 			return nil, fmt.Errorf("database unavailable: %w", err)
 		}
 		s.ownStore = true
@@ -184,6 +201,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		Ready:          s.Store.Ready,
 		Logger:         log,
 		Observer:       observer,
+		Tracer:         s.tracer,
 	})
 	s.Scheduler = NewScheduler(s.Store, log)
 	return s, nil
@@ -325,8 +343,15 @@ func (s *Server) MetricsAddr() string {
 }
 
 // release closes the metrics listener, the shared rate store, and the database when the server
-// opened it.
+// opened it, and flushes the spans not yet exported.
 func (s *Server) release() {
+	if s.stopTracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		if err := s.stopTracing(ctx); err != nil {
+			s.log.Warn("flushing the traces failed", "error", err)
+		}
+		cancel()
+	}
 	if s.metricsSrv != nil {
 		s.metricsSrv.Close()
 	} else if s.metricsLn != nil {
@@ -338,6 +363,46 @@ func (s *Server) release() {
 	if s.ownStore && s.Store != nil {
 		s.Store.Close()
 	}
+}
+
+// tracingFlushTimeout bounds how long Close waits for the last spans to reach the collector.
+const tracingFlushTimeout = 5 * time.Second
+
+// tracing returns the tracer provider: the test's, or with an OTLP endpoint configured (and the
+// SDK not disabled) one that batches spans to it over OTLP/HTTP, with the function that flushes
+// and stops it; without either, nil, and nothing is traced. The exporter reads the standard
+// OTEL_EXPORTER_OTLP_* variables itself, and the provider OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER.
+func tracing(ctx context.Context, cfg config.Config, opts Options) (trace.TracerProvider, func(context.Context) error, error) {
+	if opts.TracerProvider != nil {
+		return opts.TracerProvider, nil, nil
+	}
+	if !cfg.TracingOn() {
+		return nil, nil, nil
+	}
+	exporter, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the OTLP trace exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", serviceName())))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the trace resource: %w", err)
+	}
+	if envRes, err := resource.New(ctx, resource.WithFromEnv()); err == nil {
+		if merged, err := resource.Merge(res, envRes); err == nil {
+			res = merged
+		}
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	return tp, tp.Shutdown, nil
+}
+
+// serviceName is OTEL_SERVICE_NAME, or "codeauth".
+func serviceName() string {
+	if name := os.Getenv("OTEL_SERVICE_NAME"); name != "" {
+		return name
+	}
+	return "codeauth"
 }
 
 // loopbackOnly reports whether a listener accepts connections from this host only.

@@ -34,6 +34,7 @@ import (
 	"codeauth/server"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 )
 
@@ -133,6 +134,11 @@ func WithDatabaseURL(rewrite func(string) string) Option {
 
 // WithProvider delivers e-mail through m (a provider client) instead of the memory mailbox.
 func WithProvider(m mail.Mailer) Option { return func(s *setup) { s.server.Mailer = m } }
+
+// WithTracer sends the service's spans to tp (an in-memory recorder) instead of an OTLP exporter.
+func WithTracer(tp trace.TracerProvider) Option {
+	return func(s *setup) { s.server.TracerProvider = tp }
+}
 
 // ForEachDB runs fn as a subtest on SQLite and on PostgreSQL.
 func ForEachDB(t *testing.T, fn func(t *testing.T, e *Env), opts ...Option) {
