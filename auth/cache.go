@@ -14,20 +14,26 @@ import (
 // changes, and caches of another version are ignored (the database answers and a new cache is
 // made). Version 1 was JSON; version 2 is the binary layout below, which decodes several times
 // faster: the cookie cache answers most browser requests, so its decoding is the hot path.
-const cacheVersion = 2
+// Version 3 adds the role and the impersonator.
+const cacheVersion = 3
 
-// The version 2 payload, sealed (see EncodeCache):
+// The version 3 payload, sealed (see EncodeCache):
 //
 //	version                       1 byte
-//	flags                         1 byte: cacheVerified, cacheHasImage
+//	flags                         1 byte: cacheVerified, cacheHasImage, cacheImpersonated
 //	7 times, zig-zag varints      cache expiry, session expiry, absolute expiry, session
 //	                              created and updated, user created and updated (unix µs)
-//	6 or 7 strings, each a        session id, user id, IP address, user agent, e-mail, name,
-//	uvarint length and its bytes  and the image URL when there is one
+//	7 to 9 strings, each a        session id, user id, IP address, user agent, e-mail, name,
+//	uvarint length and its bytes  role, then the image URL and the impersonating admin's id
+//	                              when there are
 const (
 	cacheVerified = 1 << iota
 	cacheHasImage
+	cacheImpersonated
 )
+
+// cacheStrings is the most strings a payload holds.
+const cacheStrings = 9
 
 // EncodeCache seals st into a session_data cookie value valid for CookieCacheTTL.
 //
@@ -41,10 +47,15 @@ func (s *Service) EncodeCache(st *SessionState) (string, error) {
 	if user.EmailVerified {
 		flags |= cacheVerified
 	}
-	strs := []string{sess.ID, sess.UserID, sess.IPAddress, sess.UserAgent, user.Email, user.Name}
+	strs := make([]string, 0, cacheStrings)
+	strs = append(strs, sess.ID, sess.UserID, sess.IPAddress, sess.UserAgent, user.Email, user.Name, user.Role)
 	if user.Image != nil {
 		flags |= cacheHasImage
 		strs = append(strs, *user.Image)
+	}
+	if sess.ImpersonatedBy != nil {
+		flags |= cacheImpersonated
+		strs = append(strs, *sess.ImpersonatedBy)
 	}
 	size := 2 + 7*binary.MaxVarintLen64
 	for _, str := range strs {
@@ -115,12 +126,15 @@ func (s *Service) decodeCache(value, token string, now time.Time) (*SessionState
 		return nil, false
 	}
 	// One string holds every text field; the fields are slices of it.
-	count := 6
+	count := 7
 	if flags&cacheHasImage != 0 {
-		count = 7
+		count++
+	}
+	if flags&cacheImpersonated != 0 {
+		count++
 	}
 	all := string(rest)
-	var strs [7]string
+	var strs [cacheStrings]string
 	at := 0
 	for i := 0; i < count; i++ {
 		l, k := binary.Uvarint(rest[at:])
@@ -144,11 +158,16 @@ func (s *Service) decodeCache(value, token string, now time.Time) (*SessionState
 		},
 		User: models.User{
 			ID: strs[1], Email: strs[4], Name: strs[5], EmailVerified: flags&cacheVerified != 0,
-			CreatedAt: t(times[5]), UpdatedAt: t(times[6]),
+			CreatedAt: t(times[5]), UpdatedAt: t(times[6]), Role: strs[6],
 		},
 	}
-	if count == 7 {
-		st.User.Image = &strs[6]
+	next := 7
+	if flags&cacheHasImage != 0 {
+		st.User.Image = &strs[next]
+		next++
+	}
+	if flags&cacheImpersonated != 0 {
+		st.Session.ImpersonatedBy = &strs[next]
 	}
 	return st, true
 }

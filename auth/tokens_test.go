@@ -97,7 +97,11 @@ func TestCookieCache_Layout(t *testing.T) {
 			Session: models.Session{ID: "sid", UserID: "uid", ExpiresAt: now.Add(SessionLifetime), AbsoluteExpiresAt: now.Add(400 * 24 * time.Hour),
 				IPAddress: "2001:db8::1", UserAgent: "agent \x00 ü", CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Minute)},
 			User: models.User{ID: "uid", Email: "a@example.com", Name: "", EmailVerified: img != nil, Image: img,
-				CreatedAt: now.Add(-48 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour)},
+				CreatedAt: now.Add(-48 * time.Hour), UpdatedAt: now.Add(-2 * time.Hour), Role: "admin"},
+		}
+		if img != nil {
+			admin := "admin-id"
+			st.Session.ImpersonatedBy = &admin
 		}
 		value, err := s.EncodeCache(st)
 		if err != nil {
@@ -112,7 +116,7 @@ func TestCookieCache_Layout(t *testing.T) {
 		if !reflect.DeepEqual(got.Session, want.Session) || got.User.Email != want.User.Email || got.User.Name != want.User.Name ||
 			got.User.EmailVerified != want.User.EmailVerified || !got.User.CreatedAt.Equal(want.User.CreatedAt) ||
 			!got.User.UpdatedAt.Equal(want.User.UpdatedAt) || got.User.ID != "uid" || (img == nil) != (got.User.Image == nil) ||
-			(img != nil && *got.User.Image != image) {
+			(img != nil && *got.User.Image != image) || got.User.Role != "admin" {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", *got, want)
 		}
 	}
@@ -123,21 +127,22 @@ func TestCookieCache_Layout(t *testing.T) {
 	}
 	far := binary.AppendVarint(nil, now.Add(time.Hour).UnixMicro())
 	valid := append([]byte{cacheVersion, 0}, bytes.Repeat(far, 7)...)
-	for i := 0; i < 6; i++ {
+	for i := 0; i < 7; i++ {
 		valid = append(valid, 1, 'x')
 	}
 	if _, ok := s.decodeCache(seal(valid), strings.Repeat("T", tokenLength), now); !ok {
 		t.Fatal("a well-formed hand-made payload was refused: the checks below would prove nothing")
 	}
 	for name, plain := range map[string][]byte{
-		"version 1":        []byte(`{"v":1,"e":99999999999999999,"s":{},"u":{}}`),
-		"empty":            {},
-		"version only":     {cacheVersion},
-		"short times":      {cacheVersion, 0, 0x80},
-		"missing strings":  valid[:len(valid)-2],
-		"trailing bytes":   append(append([]byte{}, valid...), 0),
-		"string too long":  append(append([]byte{}, valid[:len(valid)-2]...), 200, 'x'),
-		"image flag, none": append([]byte{cacheVersion, cacheHasImage}, valid[2:]...),
+		"version 1":               []byte(`{"v":1,"e":99999999999999999,"s":{},"u":{}}`),
+		"empty":                   {},
+		"version only":            {cacheVersion},
+		"short times":             {cacheVersion, 0, 0x80},
+		"missing strings":         valid[:len(valid)-2],
+		"trailing bytes":          append(append([]byte{}, valid...), 0),
+		"string too long":         append(append([]byte{}, valid[:len(valid)-2]...), 200, 'x'),
+		"image flag, none":        append([]byte{cacheVersion, cacheHasImage}, valid[2:]...),
+		"impersonator flag, none": append([]byte{cacheVersion, cacheImpersonated}, valid[2:]...),
 	} {
 		if _, ok := s.decodeCache(seal(plain), strings.Repeat("T", tokenLength), now); ok {
 			t.Errorf("%s: accepted", name)

@@ -91,3 +91,10 @@ func (s *Service) UpdateUser(ctx context.Context, userID string, u UserUpdate) (
 	}
 	return user, err
 }
+
+// The roles of better-auth's admin plugin. An account is created a user; AUTH_ADMIN_EMAILS and
+// set-role make admins.
+const (
+	RoleUser  = "user"
+	RoleAdmin = "admin"
+)

@@ -22,6 +22,14 @@ type User struct {
 	CreatedAt     time.Time      `gorm:"not null"`
 	UpdatedAt     time.Time      `gorm:"not null"`
 	DeletedAt     gorm.DeletedAt `gorm:"index"`
+	// Role is "user" or "admin" (better-auth's admin plugin; several, comma-separated, are
+	// allowed by its format, and read as a set).
+	Role string `gorm:"size:64;not null;default:user"`
+	// Banned, BanReason and BanExpires are an admin's ban: a banned account signs in no more
+	// until BanExpires (nil: for good) or an unban.
+	Banned     bool       `gorm:"not null;default:false"`
+	BanReason  *string    `gorm:"size:500"`
+	BanExpires *time.Time ``
 }
 
 // Session is one signed-in device or client. Token holds the SHA-256 of the session token, never
@@ -38,6 +46,8 @@ type Session struct {
 	UserAgent         string    `gorm:"size:512;not null"`
 	CreatedAt         time.Time `gorm:"not null"`
 	UpdatedAt         time.Time `gorm:"not null"`
+	// ImpersonatedBy is the admin who opened this session as its user (impersonate-user), or nil.
+	ImpersonatedBy *string `gorm:"type:uuid"`
 }
 
 // Account links a user to an external identity provider. Passwordless sign-in does not use it;

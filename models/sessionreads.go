@@ -18,7 +18,8 @@ import (
 // request that the cookie cache cannot answer; sessionQuery asks it for one hash, and on
 // PostgreSQL sessionBatchQuery for many requests at once.
 const sessionFrom = ` s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip_address, s.user_agent,
- s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.image
+ s.created_at, s.updated_at, u.email, u.name, u.email_verified, u.created_at, u.updated_at, u.role,
+ u.image, s.impersonated_by
  FROM sessions s JOIN users u ON u.id = s.user_id
  WHERE u.deleted_at IS NULL AND s.token`
 
@@ -26,10 +27,11 @@ const sessionFrom = ` s.id, s.user_id, s.expires_at, s.absolute_expires_at, s.ip
 const sessionQuery = "SELECT" + sessionFrom + " = ?"
 
 // sessionColumns are the scan targets of the session query's columns after the hash and before
-// the image, which each database scans its own way.
+// the nullable ones (the image, the impersonator), which each database scans its own way.
 func sessionColumns(sess *Session, user *User) []any {
 	return []any{&sess.ID, &sess.UserID, &sess.ExpiresAt, &sess.AbsoluteExpiresAt, &sess.IPAddress, &sess.UserAgent,
-		&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt}
+		&sess.CreatedAt, &sess.UpdatedAt, &user.Email, &user.Name, &user.EmailVerified, &user.CreatedAt, &user.UpdatedAt,
+		&user.Role}
 }
 
 // sessionReaders are the readers of the session of one token hash and its user (ReadSession),
@@ -71,12 +73,15 @@ type stmtReader struct {
 
 func (r *stmtReader) read(ctx context.Context, hash string, sess *Session, user *User) error {
 	r.queries.Add(1)
-	var image sql.NullString
-	if err := r.stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image)...); err != nil {
+	var image, impersonator sql.NullString
+	if err := r.stmt.QueryRowContext(ctx, hash).Scan(append(sessionColumns(sess, user), &image, &impersonator)...); err != nil {
 		return err
 	}
 	if image.Valid {
 		user.Image = &image.String
+	}
+	if impersonator.Valid {
+		sess.ImpersonatedBy = &impersonator.String
 	}
 	return nil
 }
@@ -299,7 +304,7 @@ func (r *batchReader) scan(ctx context.Context, pc *stdlib.Conn, hashes []string
 		sess Session
 		user User
 	)
-	dest := append(append([]any{&hash}, sessionColumns(&sess, &user)...), &user.Image)
+	dest := append(append([]any{&hash}, sessionColumns(&sess, &user)...), &user.Image, &sess.ImpersonatedBy)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return err

@@ -109,6 +109,9 @@ var (
 	// ErrLost means a row the change depended on went or changed since it was read: a code used
 	// by a parallel request, an address changed meanwhile. Nothing was changed.
 	ErrLost = errors.New("models: the row changed since it was read")
+	// ErrInvalidQuery means a query named a field, an operator or a value the store does not
+	// search by (UserQuery): the caller's input, refused before any statement runs.
+	ErrInvalidQuery = errors.New("models: invalid query")
 )
 
 // notFound is ErrNotFound for GORM's missing row, and any other error wrapped with what was

@@ -331,14 +331,25 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 	if len(users) == 0 {
 		return 0, nil
 	}
-	ids = make([]string, len(users))
+	if err := eraseUsers(tx, users); err != nil {
+		return 0, err
+	}
+	return int64(len(users)), nil
+}
+
+// eraseUsers hard-deletes the users, whose rows tx has locked, with what belongs to them: their
+// codes and links, the records of e-mail to them that could not be delivered, their sessions,
+// accounts, user data and consent events; their purchases are kept, unlinked. The purge of
+// deleted accounts and an admin's removal share it.
+func eraseUsers(tx *gorm.DB, users []User) error {
+	ids := make([]string, len(users))
 	emails := make([]string, len(users))
 	for i, u := range users {
 		ids[i], emails[i] = u.ID, u.Email
 		// The account's own codes and links go: address changes and restore links. Sign-in codes
 		// belong to the address, not the account: one asked for just now makes a new account.
 		if err := tx.Where("subject = ? OR subject LIKE ?", u.ID, subjectsOf(u.ID)).Delete(&Verification{}).Error; err != nil {
-			return 0, err
+			return err
 		}
 	}
 	// The records of e-mail to the account's address that could not be delivered go with it
@@ -346,20 +357,20 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 	// and is left to be delivered. (Notices to its former addresses, which may belong to other
 	// accounts now, are left to the outbox's own retention.)
 	if err := forgetGivenUp(tx, emails); err != nil {
-		return 0, fmt.Errorf("models: purging the record of e-mail: %w", err)
+		return fmt.Errorf("models: purging the record of e-mail: %w", err)
 	}
 	if err := tx.Model(&Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {
-		return 0, err
+		return err
 	}
 	for _, m := range []any{&Session{}, &Account{}, &UserData{}, &ConsentEvent{}} {
 		if err := tx.Where("user_id IN ?", ids).Delete(m).Error; err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if err := tx.Unscoped().Where("id IN ?", ids).Delete(&User{}).Error; err != nil {
-		return 0, fmt.Errorf("models: purging accounts: %w", err)
+		return fmt.Errorf("models: purging accounts: %w", err)
 	}
-	return int64(len(users)), nil
+	return nil
 }
 
 // SetConsent records a change of defaults.UserID's marketing consent to event.Granted (creating

@@ -26,6 +26,13 @@ type userJSON struct {
 	Image         *string `json:"image"`
 	CreatedAt     isoTime `json:"createdAt"`
 	UpdatedAt     isoTime `json:"updatedAt"`
+	// The fields of better-auth's admin plugin. A user with a live session is never banned (a
+	// ban ends every session, and a banned account cannot sign in), so outside the admin routes
+	// they read false and null.
+	Role       string   `json:"role"`
+	Banned     bool     `json:"banned"`
+	BanReason  *string  `json:"banReason"`
+	BanExpires *isoTime `json:"banExpires"`
 }
 
 // sessionJSON is the Session object of the wire contract. Token is the raw token the caller
@@ -39,13 +46,24 @@ type sessionJSON struct {
 	UserAgent string  `json:"userAgent"`
 	CreatedAt isoTime `json:"createdAt"`
 	UpdatedAt isoTime `json:"updatedAt"`
+	// ImpersonatedBy is the admin who opened the session as its user (admin plugin), or null.
+	ImpersonatedBy *string `json:"impersonatedBy"`
 }
 
 func toUserJSON(u models.User) userJSON {
-	return userJSON{
+	out := userJSON{
 		ID: u.ID, Name: u.Name, Email: u.Email, EmailVerified: u.EmailVerified, Image: u.Image,
 		CreatedAt: isoTime(u.CreatedAt), UpdatedAt: isoTime(u.UpdatedAt),
+		Role: u.Role, Banned: u.Banned, BanReason: u.BanReason,
 	}
+	if out.Role == "" {
+		out.Role = auth.RoleUser
+	}
+	if u.BanExpires != nil {
+		t := isoTime(*u.BanExpires)
+		out.BanExpires = &t
+	}
+	return out
 }
 
 func toSessionJSON(st *auth.SessionState) sessionJSON {
@@ -53,6 +71,7 @@ func toSessionJSON(st *auth.SessionState) sessionJSON {
 	return sessionJSON{
 		ID: s.ID, UserID: s.UserID, Token: st.Token, ExpiresAt: isoTime(s.ExpiresAt),
 		IPAddress: s.IPAddress, UserAgent: s.UserAgent, CreatedAt: isoTime(s.CreatedAt), UpdatedAt: isoTime(s.UpdatedAt),
+		ImpersonatedBy: s.ImpersonatedBy,
 	}
 }
 
@@ -153,6 +172,8 @@ func (r *sessionResponse) appendJSON(b []byte) []byte {
 	b = appendISOTime(b, time.Time(s.CreatedAt))
 	b = append(b, `,"updatedAt":`...)
 	b = appendISOTime(b, time.Time(s.UpdatedAt))
+	b = append(b, `,"impersonatedBy":`...)
+	b = appendNullableString(b, s.ImpersonatedBy)
 	b = append(b, `},"user":`...)
 	b = r.User.appendJSON(b)
 	return append(b, '}')
@@ -169,16 +190,32 @@ func (u *userJSON) appendJSON(b []byte) []byte {
 	b = append(b, `,"emailVerified":`...)
 	b = strconv.AppendBool(b, u.EmailVerified)
 	b = append(b, `,"image":`...)
-	if u.Image == nil {
-		b = append(b, "null"...)
-	} else {
-		b = appendJSONString(b, *u.Image)
-	}
+	b = appendNullableString(b, u.Image)
 	b = append(b, `,"createdAt":`...)
 	b = appendISOTime(b, time.Time(u.CreatedAt))
 	b = append(b, `,"updatedAt":`...)
 	b = appendISOTime(b, time.Time(u.UpdatedAt))
+	b = append(b, `,"role":`...)
+	b = appendJSONString(b, u.Role)
+	b = append(b, `,"banned":`...)
+	b = strconv.AppendBool(b, u.Banned)
+	b = append(b, `,"banReason":`...)
+	b = appendNullableString(b, u.BanReason)
+	b = append(b, `,"banExpires":`...)
+	if u.BanExpires == nil {
+		b = append(b, "null"...)
+	} else {
+		b = appendISOTime(b, time.Time(*u.BanExpires))
+	}
 	return append(b, '}')
+}
+
+// appendNullableString appends *s as a JSON string, or null.
+func appendNullableString(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendJSONString(b, *s)
 }
 
 // appendISOTime appends t as a quoted JavaScript Date.toISOString() value, in UTC with
