@@ -30,6 +30,30 @@ var (
 	ErrUserNotFound = errors.New("auth: user not found")
 )
 
+// Errors of the admin layer (better-auth's admin plugin).
+var (
+	// ErrNotAdmin means the caller's session is not an admin's own (a user's, or one an admin
+	// opened as someone else).
+	ErrNotAdmin = errors.New("auth: not an admin")
+	// ErrUnknownRole means a role other than "admin" and "user" was asked for.
+	ErrUnknownRole = errors.New("auth: no such role")
+	// ErrInvalidUserQuery means list-users named a field or operator it cannot search by.
+	ErrInvalidUserQuery = errors.New("auth: invalid user query")
+	// ErrNothingToUpdate means an update named nothing to change.
+	ErrNothingToUpdate = errors.New("auth: no data to update")
+	// ErrCannotBanSelf and ErrCannotRemoveSelf refuse an admin acting on their own account.
+	ErrCannotBanSelf    = errors.New("auth: an admin cannot ban themself")
+	ErrCannotRemoveSelf = errors.New("auth: an admin cannot remove themself")
+	// ErrCannotImpersonateAdmin refuses to open a session as another admin.
+	ErrCannotImpersonateAdmin = errors.New("auth: admins cannot be impersonated")
+	// ErrNotImpersonating means stop-impersonating was asked by a session no admin opened.
+	ErrNotImpersonating = errors.New("auth: not impersonating anyone")
+	// ErrBanned means the account is banned: it cannot sign in or be impersonated.
+	ErrBanned = errors.New("auth: the account is banned")
+	// ErrNoSuchUser means the account an admin named does not exist (or is deleted).
+	ErrNoSuchUser = errors.New("auth: no such user")
+)
+
 // ErrSessionNotFound means no session of the caller's account has the handle or token named.
 var ErrSessionNotFound = errors.New("auth: session not found")
 
@@ -115,10 +139,13 @@ const (
 	ReasonNotHTTPURL FieldReason = "not an absolute http(s) url"
 )
 
-// notFoundAs is notFound when err says the row does not exist; any other failure (the database
+// notFoundAs is nil for nil, notFound when err says the row does not exist; any other failure (the database
 // being unavailable, say) is wrapped with what was being done, so it is answered as what it is
 // and never passed off as a refusal of the request.
 func notFoundAs(err, notFound error, doing string) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, models.ErrNotFound) {
 		return notFound
 	}

@@ -26,6 +26,7 @@ type Store interface {
 	pruneStore
 	sessionStore
 	jwtStore
+	adminStore
 	mail.Store
 }
 
@@ -52,6 +53,9 @@ type Options struct {
 	// JWT says what the session JWTs claim and how often their key rotates; an empty Issuer or
 	// Audience is SiteURL, and a zero Rotation DefaultJWTRotation.
 	JWT JWTOptions
+	// AdminEmails are the addresses whose accounts are made admins when they are created or next
+	// sign in (AUTH_ADMIN_EMAILS).
+	AdminEmails []string
 	// Now is the clock; nil means time.Now. Tests pass a clock they can move.
 	Now func() time.Time
 	// Logger receives operational events. It is never given codes or tokens.
@@ -72,6 +76,7 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
+	adminEmails   map[string]bool
 	jwt           *jwts
 	stats         counters
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
@@ -101,6 +106,7 @@ func New(opts Options) (*Service, error) {
 		clock:         opts.Now,
 		log:           opts.Logger,
 		revoked:       newRevocations(),
+		adminEmails:   map[string]bool{},
 		pruneBatch:    pruneBatch,
 	}
 	if s.clock == nil {
@@ -111,6 +117,13 @@ func New(opts Options) (*Service, error) {
 	}
 	if s.sessionMaxAge <= 0 {
 		return nil, errors.New("auth: SessionMaxAge must be positive")
+	}
+	for _, raw := range opts.AdminEmails {
+		email, err := NormalizeEmail(raw)
+		if err != nil {
+			return nil, fmt.Errorf("auth: an admin address %q: %w", raw, err)
+		}
+		s.adminEmails[email] = true
 	}
 	if s.maxFailures <= 0 {
 		s.maxFailures = DefaultMaxFailedVerifications
@@ -178,6 +191,8 @@ type Stats struct {
 	// of attempts or an address locked by its failures; VerifyOther for the rest (bad input, an
 	// unavailable database).
 	VerifyWrong, VerifyExpired, VerifyLocked, VerifyOther int64
+	// VerifyBanned counts right codes of banned accounts, which sign nobody in.
+	VerifyBanned int64
 	// Throttled is the number of sends and verifies refused by the per-address limits:
 	// ThrottledSends for an address's used-up sends, ThrottledLocked for one locked by failures.
 	Throttled, ThrottledSends, ThrottledLocked int64
@@ -196,10 +211,10 @@ type Stats struct {
 }
 
 type counters struct {
-	codesIssued, codeComparisons, signIns, signUps        atomic.Int64
-	verifyWrong, verifyExpired, verifyLocked, verifyOther atomic.Int64
-	throttledSends, throttledLocked                       atomic.Int64
-	sessionReads, cookieCacheReads, sessionsEnded         atomic.Int64
+	codesIssued, codeComparisons, signIns, signUps                      atomic.Int64
+	verifyWrong, verifyExpired, verifyLocked, verifyOther, verifyBanned atomic.Int64
+	throttledSends, throttledLocked                                     atomic.Int64
+	sessionReads, cookieCacheReads, sessionsEnded                       atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -213,6 +228,7 @@ func (s *Service) Stats() Stats {
 		VerifyExpired:    s.stats.verifyExpired.Load(),
 		VerifyLocked:     s.stats.verifyLocked.Load(),
 		VerifyOther:      s.stats.verifyOther.Load(),
+		VerifyBanned:     s.stats.verifyBanned.Load(),
 		ThrottledSends:   s.stats.throttledSends.Load(),
 		ThrottledLocked:  s.stats.throttledLocked.Load(),
 		CookieCacheReads: s.stats.cookieCacheReads.Load(),
@@ -220,7 +236,7 @@ func (s *Service) Stats() Stats {
 		SessionQueries:   s.store.SessionQueries(),
 		SessionsEnded:    s.stats.sessionsEnded.Load(),
 	}
-	st.FailedVerifications = st.VerifyWrong + st.VerifyExpired + st.VerifyLocked + st.VerifyOther
+	st.FailedVerifications = st.VerifyWrong + st.VerifyExpired + st.VerifyLocked + st.VerifyOther + st.VerifyBanned
 	st.Throttled = st.ThrottledSends + st.ThrottledLocked
 	return st
 }
@@ -234,6 +250,8 @@ func (s *Service) countFailedVerification(err error) {
 		s.stats.verifyExpired.Add(1)
 	case errors.Is(err, ErrTooManyAttempts), errors.Is(err, ErrRateLimited):
 		s.stats.verifyLocked.Add(1)
+	case errors.Is(err, ErrBanned):
+		s.stats.verifyBanned.Add(1)
 	default:
 		s.stats.verifyOther.Add(1)
 	}

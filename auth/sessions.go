@@ -189,9 +189,21 @@ type ClientMeta struct {
 	UserAgent string
 }
 
-// ListSessions returns the live sessions of st's account, newest first.
+// ListSessions returns the live sessions of st's account, newest first, but those an admin opened
+// as the account (impersonate-user), which better-auth's admin plugin leaves out of the
+// account's own list too: an admin's list-user-sessions shows them.
 func (s *Service) ListSessions(ctx context.Context, st *SessionState) ([]models.Session, error) {
-	return s.store.ListSessions(ctx, st.User.ID, s.now())
+	sessions, err := s.store.ListSessions(ctx, st.User.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	own := sessions[:0]
+	for _, sess := range sessions {
+		if sess.ImpersonatedBy == nil || sess.ID == st.Session.ID {
+			own = append(own, sess)
+		}
+	}
+	return own, nil
 }
 
 // RevokeSession ends one session of st's account, named by its handle (the id list-sessions

@@ -85,7 +85,11 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		Welcome:     welcome,
 		GraceCutoff: now.Add(-s.deletionGrace),
 		Now:         now,
+		Admin:       s.adminEmails[email],
 	})
+	if errors.Is(err, models.ErrBanned) {
+		err = ErrBanned
+	}
 	if errors.Is(err, models.ErrLost) {
 		err = ErrInvalidOTP // a parallel request used the code first
 	}

@@ -95,6 +95,6 @@ func (s *Service) UpdateUser(ctx context.Context, userID string, u UserUpdate) (
 // The roles of better-auth's admin plugin. An account is created a user; AUTH_ADMIN_EMAILS and
 // set-role make admins.
 const (
-	RoleUser  = "user"
-	RoleAdmin = "admin"
+	RoleUser  = models.RoleUser
+	RoleAdmin = models.RoleAdmin
 )

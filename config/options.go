@@ -94,6 +94,20 @@ var options = []option{
 			}
 			return errors.Join(errs...)
 		}},
+	{name: "AUTH_ADMIN_EMAILS",
+		doc: "Addresses, comma-separated, whose accounts get the admin role when they are created or next sign in: how a fresh install gets its first admin. Removing an address later does not take the role away (`set-role` does).",
+		set: func(c *Config, v string) error {
+			var errs []error
+			for _, item := range splitList(v) {
+				email, err := auth.NormalizeEmail(item)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%q: %w", item, err))
+					continue
+				}
+				c.AdminEmails = append(c.AdminEmails, email)
+			}
+			return errors.Join(errs...)
+		}},
 	{name: "AUTH_TRUSTED_PROXIES",
 		doc: "IPs and CIDRs of proxies in front of the service, comma-separated, or `" + NoProxy + "` when clients connect directly (see *Client addresses*). Unset, the service trusts a single `X-Forwarded-For`, and says so in a warning at start when it listens beyond loopback.",
 		set: func(c *Config, v string) error {

@@ -147,7 +147,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	codesSent     = desc("codes_sent_total", "Codes made and queued for e-mail (sign-in and e-mail change).")
-	verifications = desc("verifications_total", "Code verifications by outcome: ok, wrong (or unknown), expired, locked (out of attempts or the address locked), other (bad input, database unavailable).", "outcome")
+	verifications = desc("verifications_total", "Code verifications by outcome: ok, wrong (or unknown), expired, locked (out of attempts or the address locked), banned (a right code of a banned account), other (bad input, database unavailable).", "outcome")
 	signUps       = desc("sign_ups_total", "Accounts created.")
 	rateLimited   = desc("rate_limited_total", "Requests refused by a limit: the per-IP rules by name, and address-sends and address-locked for the per-address ones.", "rule")
 	sessionReads  = desc("session_reads_total", "Session checks by what answered them: cookie_cache (no database) or database.", "source")
@@ -186,6 +186,7 @@ func (s *service) Collect(ch chan<- prometheus.Metric) {
 	counter(verifications, st.VerifyExpired, "expired")
 	counter(verifications, st.VerifyLocked, "locked")
 	counter(verifications, st.VerifyOther, "other")
+	counter(verifications, st.VerifyBanned, "banned")
 	counter(signUps, st.SignUps)
 	counter(rateLimited, st.ThrottledSends, "address-sends")
 	counter(rateLimited, st.ThrottledLocked, "address-locked")

@@ -21,6 +21,7 @@ type Sessions struct {
 	signer      *credential.Signer
 	tokenCookie string
 	dataCookie  string
+	adminCookie string
 	secure      bool
 }
 
@@ -28,7 +29,8 @@ type Sessions struct {
 // secure is true when the service is served over https.
 func NewSessions(svc *auth.Service, signer *credential.Signer, cookiePrefix string, secure bool) *Sessions {
 	token, data := credential.CookieNames(cookiePrefix, secure)
-	return &Sessions{auth: svc, signer: signer, tokenCookie: token, dataCookie: data, secure: secure}
+	return &Sessions{auth: svc, signer: signer, tokenCookie: token, dataCookie: data,
+		adminCookie: credential.AdminCookieName(cookiePrefix, secure), secure: secure}
 }
 
 // CookieSent reports whether the request carried a session cookie, which marks a browser.
@@ -195,6 +197,26 @@ func (m *Sessions) SignOut(c *fiber.Ctx) error {
 	m.Clear(c)
 	return nil
 }
+
+// KeepAdminSession keeps the admin's own session token in the admin session cookie, signed, while
+// the admin impersonates someone (impersonate-user): stop-impersonating brings it back. It lasts
+// as long as the impersonation.
+func (m *Sessions) KeepAdminSession(c *fiber.Ctx, adminToken string, maxAge time.Duration) {
+	m.setCookie(c, m.adminCookie, url.QueryEscape(m.signer.Sign(adminToken)), int(maxAge/time.Second))
+}
+
+// AdminSession returns the admin's own session token the admin session cookie keeps, if it
+// carries one this service signed.
+func (m *Sessions) AdminSession(c *fiber.Ctx) (string, bool) {
+	raw := c.Context().Request.Header.Cookie(m.adminCookie)
+	if len(raw) == 0 {
+		return "", false
+	}
+	return m.signer.Verify(string(raw))
+}
+
+// ClearAdminSession expires the admin session cookie.
+func (m *Sessions) ClearAdminSession(c *fiber.Ctx) { m.setCookie(c, m.adminCookie, "", -1) }
 
 // Clear expires the session cookie and the cookie cache.
 func (m *Sessions) Clear(c *fiber.Ctx) {

@@ -32,6 +32,13 @@ type User struct {
 	BanExpires *time.Time ``
 }
 
+// The roles a User's Role is made of: every account is a user; RoleAdmin marks an admin. auth
+// holds the same names for its rules (auth.RoleUser, auth.RoleAdmin are these).
+const (
+	RoleUser  = "user"
+	RoleAdmin = "admin"
+)
+
 // Session is one signed-in device or client. Token holds the SHA-256 of the session token, never
 // the token itself, so a leaked table yields no usable session. ExpiresAt is the sliding
 // expiry; AbsoluteExpiresAt caps it however often the session is refreshed.

@@ -109,6 +109,8 @@ var (
 	// ErrLost means a row the change depended on went or changed since it was read: a code used
 	// by a parallel request, an address changed meanwhile. Nothing was changed.
 	ErrLost = errors.New("models: the row changed since it was read")
+	// ErrBanned means the account is banned: it may not sign in.
+	ErrBanned = errors.New("models: the account is banned")
 	// ErrInvalidQuery means a query named a field, an operator or a value the store does not
 	// search by (UserQuery): the caller's input, refused before any statement runs.
 	ErrInvalidQuery = errors.New("models: invalid query")

@@ -178,23 +178,6 @@ func (s *Store) SetRole(ctx context.Context, id, role string, now time.Time) (Us
 	return s.updateUser(ctx, id, map[string]any{"role": role, "updated_at": now})
 }
 
-// UpdateProfile sets the live account id's name and, when image is not nil, its image (an empty
-// one removes it); ErrNotFound when there is no such account.
-func (s *Store) UpdateProfile(ctx context.Context, id string, name *string, image *string, now time.Time) (User, error) {
-	set := map[string]any{"updated_at": now}
-	if name != nil {
-		set["name"] = *name
-	}
-	if image != nil {
-		if *image == "" {
-			set["image"] = nil
-		} else {
-			set["image"] = *image
-		}
-	}
-	return s.updateUser(ctx, id, set)
-}
-
 // updateUser applies set to the live account id and reads it back, in one transaction.
 func (s *Store) updateUser(ctx context.Context, id string, set map[string]any) (User, error) {
 	var u User
@@ -263,4 +246,39 @@ func (s *Store) RemoveAccount(ctx context.Context, id string) ([]string, error) 
 		return eraseUsers(tx, users)
 	})
 	return ended, err
+}
+
+// EndSessionByHandle deletes the session with the id, or, when id is "", the one whose token
+// hashes to tokenHash, whichever account it belongs to, and returns its id; "" when there is
+// none.
+func (s *Store) EndSessionByHandle(ctx context.Context, id, tokenHash string) (string, error) {
+	query, key := "DELETE FROM sessions WHERE id = ? RETURNING id", id
+	if id == "" {
+		query, key = "DELETE FROM sessions WHERE token = ? RETURNING id", tokenHash
+	}
+	var ended string
+	if err := s.db.WithContext(ctx).Raw(query, key).Scan(&ended).Error; err != nil {
+		return "", fmt.Errorf("models: ending a session: %w", err)
+	}
+	return ended, nil
+}
+
+// CreateSession stores a session opened outside a sign-in (an admin's impersonation) for a live
+// account; ErrNotFound when the account is not live.
+func (s *Store) CreateSession(ctx context.Context, sess Session) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error {
+		// The account's row is locked, so a ban or a removal under way either finished first
+		// (and the account is refused here) or waits for the session and ends it.
+		var ids []string
+		if err := forUpdate(tx.Model(&User{})).Where("id = ?", sess.UserID).Pluck("id", &ids).Error; err != nil {
+			return fmt.Errorf("models: reading an account: %w", err)
+		}
+		if len(ids) == 0 {
+			return ErrNotFound
+		}
+		if err := tx.Create(&sess).Error; err != nil {
+			return fmt.Errorf("models: creating a session: %w", err)
+		}
+		return nil
+	})
 }

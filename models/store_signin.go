@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -23,6 +25,8 @@ type SignIn struct {
 	Welcome     OutboxMessage
 	GraceCutoff time.Time
 	Now         time.Time
+	// Admin makes the account an admin (its address is one of AUTH_ADMIN_EMAILS).
+	Admin bool
 }
 
 // SignedIn is the account a sign-in signed in, and whether the sign-in created it.
@@ -62,6 +66,9 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		}
 		user, created, err := settleUser(tx, in, found)
 		if err != nil {
+			return err
+		}
+		if user, err = settleAccess(tx, in, user); err != nil {
 			return err
 		}
 		if err := clearCounter(tx, in.FailureKey); err != nil {
@@ -126,6 +133,37 @@ func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
 	}
 	existing.CreatedAt, existing.UpdatedAt = existing.CreatedAt.UTC(), existing.UpdatedAt.UTC()
 	return existing, false, nil
+}
+
+// settleAccess decides, on the account's locked row, whether it may sign in: a ban in force
+// refuses it (ErrBanned, and the transaction rolls back, the code unspent); a ban past its expiry
+// is lifted. An account whose address AUTH_ADMIN_EMAILS lists (in.Admin) gets the admin role.
+// A ban and a sign-in of one account are serialised by that row's lock (Ban writes it before
+// it ends the sessions), so no session of a banned account is left behind.
+func settleAccess(tx *gorm.DB, in SignIn, user User) (User, error) {
+	if user.Role == "" {
+		user.Role = RoleUser // a fresh row, whose role the database's default sets
+	}
+	if user.Banned {
+		if user.BanExpires == nil || user.BanExpires.After(in.Now) {
+			return User{}, ErrBanned
+		}
+		if err := execLater(tx, "UPDATE users SET banned = ?, ban_reason = NULL, ban_expires = NULL WHERE id = ?", false, user.ID); err != nil {
+			return User{}, fmt.Errorf("models: lifting an expired ban: %w", err)
+		}
+		user.Banned, user.BanReason, user.BanExpires = false, nil, nil
+	}
+	if in.Admin && !slices.Contains(strings.Split(user.Role, ","), RoleAdmin) {
+		role := RoleAdmin
+		if user.Role != RoleUser {
+			role = user.Role + "," + RoleAdmin
+		}
+		if err := execLater(tx, "UPDATE users SET role = ? WHERE id = ?", role, user.ID); err != nil {
+			return User{}, fmt.Errorf("models: making an admin: %w", err)
+		}
+		user.Role = role
+	}
+	return user, nil
 }
 
 // signUpEffects runs in the transaction that creates the account: its UserData row, and every

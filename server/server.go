@@ -165,6 +165,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		EmailChangeLinks:       cfg.EmailChangeLinks,
 		DeletionGrace:          cfg.DeletionGrace,
 		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},
+		AdminEmails:            cfg.AdminEmails,
 		Now:                    opts.Now,
 		Logger:                 log,
 	})

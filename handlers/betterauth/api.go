@@ -64,6 +64,7 @@ func (h *API) Mount(app *fiber.App, limiter *middleware.RateLimiter) {
 	ba.Get("/list-accounts", fromDB, h.listAccounts)
 	ba.Get("/token", fromDB, h.token)
 	ba.Get("/jwks", h.jwks)
+	h.mountAdmin(ba, fromDB)
 
 	api.Get("/openapi.json", openAPIDocument)
 	api.Get("/me", signedIn, h.me)

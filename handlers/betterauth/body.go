@@ -157,6 +157,53 @@ func (b *jsonBody) enum(name string, options ...string) string {
 	return ""
 }
 
+// strings reads a required field that is a string or an array of strings (better-auth's role).
+func (b *jsonBody) strings(name string) []string {
+	raw, ok := b.fields[name]
+	if !ok {
+		b.issue(name, "Invalid input: expected string, received undefined")
+		return nil
+	}
+	var one string
+	if raw[0] == '"' && json.Unmarshal(raw, &one) == nil {
+		return []string{one}
+	}
+	var many []string
+	if raw[0] == '[' && json.Unmarshal(raw, &many) == nil && len(many) > 0 {
+		return many
+	}
+	b.issue(name, "Invalid input: expected string or array of strings, received "+jsonType(raw))
+	return nil
+}
+
+// optNumber reads an optional number field; nil when absent or null.
+func (b *jsonBody) optNumber(name string) *float64 {
+	raw, ok := b.fields[name]
+	if !ok || string(raw) == "null" {
+		return nil
+	}
+	var n float64
+	if err := json.Unmarshal(raw, &n); err != nil || raw[0] == '"' {
+		b.issue(name, "Invalid input: expected number, received "+jsonType(raw))
+		return nil
+	}
+	return &n
+}
+
+// object reads an optional field that is a JSON object into its raw fields; nil when absent.
+func (b *jsonBody) object(name string) map[string]json.RawMessage {
+	raw, ok := b.fields[name]
+	if !ok {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		b.issue(name, "Invalid input: expected object, received "+jsonType(raw))
+		return nil
+	}
+	return fields
+}
+
 func (b *jsonBody) issue(field, reason string) {
 	b.issues = append(b.issues, "[body."+field+"] "+reason)
 }

@@ -58,21 +58,28 @@ var (
 	errUnavailable          = newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable")
 	// domainErrors answer what auth and the middleware refuse.
 	domainErrors = map[error]*Error{
-		auth.ErrInvalidEmail:        newError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
-		auth.ErrInvalidOTP:          newError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
-		auth.ErrOTPExpired:          newError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
-		auth.ErrTooManyAttempts:     newError(fiber.StatusForbidden, "TOO_MANY_ATTEMPTS", "Too many attempts"),
-		auth.ErrEmailSame:           newError(fiber.StatusBadRequest, "EMAIL_IS_THE_SAME", "Email is the same"),
-		auth.ErrChangeLinksDisabled: newError(fiber.StatusBadRequest, "VERIFICATION_EMAIL_NOT_ENABLED", "Verification email isn't enabled"),
-		auth.ErrInvalidToken:        newError(fiber.StatusUnauthorized, "INVALID_TOKEN", "Invalid token"),
-		auth.ErrTokenExpired:        newError(fiber.StatusUnauthorized, "TOKEN_EXPIRED", "Token expired"),
-		auth.ErrEmailTaken:          newError(fiber.StatusBadRequest, "EMAIL_ALREADY_IN_USE", "Email already in use"),
-		auth.ErrUserNotFound:        errUnauthorized,
-		auth.ErrSessionNotFresh:     newError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
-		auth.ErrSessionNotFound:     newError(fiber.StatusBadRequest, "SESSION_NOT_FOUND", "Session not found"),
-		auth.ErrRateLimited:         newError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
-		auth.ErrSigningKeySealed:    newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable"),
-		auth.ErrSignInUnconfirmed:   newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable. The sign-in may not have completed: request a new code and try again."),
+		auth.ErrInvalidEmail:           newError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
+		auth.ErrInvalidOTP:             newError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
+		auth.ErrOTPExpired:             newError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
+		auth.ErrTooManyAttempts:        newError(fiber.StatusForbidden, "TOO_MANY_ATTEMPTS", "Too many attempts"),
+		auth.ErrEmailSame:              newError(fiber.StatusBadRequest, "EMAIL_IS_THE_SAME", "Email is the same"),
+		auth.ErrChangeLinksDisabled:    newError(fiber.StatusBadRequest, "VERIFICATION_EMAIL_NOT_ENABLED", "Verification email isn't enabled"),
+		auth.ErrInvalidToken:           newError(fiber.StatusUnauthorized, "INVALID_TOKEN", "Invalid token"),
+		auth.ErrTokenExpired:           newError(fiber.StatusUnauthorized, "TOKEN_EXPIRED", "Token expired"),
+		auth.ErrEmailTaken:             newError(fiber.StatusBadRequest, "EMAIL_ALREADY_IN_USE", "Email already in use"),
+		auth.ErrUserNotFound:           errUnauthorized,
+		auth.ErrSessionNotFresh:        newError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
+		auth.ErrSessionNotFound:        newError(fiber.StatusBadRequest, "SESSION_NOT_FOUND", "Session not found"),
+		auth.ErrRateLimited:            newError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
+		auth.ErrSigningKeySealed:       newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable"),
+		auth.ErrSignInUnconfirmed:      newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable. The sign-in may not have completed: request a new code and try again."),
+		auth.ErrNotAdmin:               newError(fiber.StatusForbidden, "FORBIDDEN", "You are not allowed to do this"),
+		auth.ErrNoSuchUser:             newError(fiber.StatusNotFound, "USER_NOT_FOUND", "User not found"),
+		auth.ErrUnknownRole:            newError(fiber.StatusBadRequest, "YOU_ARE_NOT_ALLOWED_TO_SET_NON_EXISTENT_VALUE", "You are not allowed to set a non-existent role value"),
+		auth.ErrCannotBanSelf:          newError(fiber.StatusBadRequest, "YOU_CANNOT_BAN_YOURSELF", "You cannot ban yourself"),
+		auth.ErrCannotRemoveSelf:       newError(fiber.StatusBadRequest, "YOU_CANNOT_REMOVE_YOURSELF", "You cannot remove yourself"),
+		auth.ErrCannotImpersonateAdmin: newError(fiber.StatusForbidden, "YOU_CANNOT_IMPERSONATE_ADMINS", "You cannot impersonate admins"),
+		auth.ErrBanned:                 newError(fiber.StatusForbidden, "BANNED_USER", BannedMessage),
 
 		middleware.ErrMissingOrigin:        newError(fiber.StatusForbidden, "MISSING_OR_NULL_ORIGIN", "Missing or null Origin"),
 		middleware.ErrInvalidOrigin:        newError(fiber.StatusForbidden, "INVALID_ORIGIN", "Invalid origin"),
@@ -94,6 +101,10 @@ var (
 		fiber.StatusNotImplemented:              newError(fiber.StatusNotImplemented, "NOT_IMPLEMENTED", "Request method not implemented"),
 	}
 )
+
+// BannedMessage is what a banned account is told when it verifies a code (better-auth's default
+// bannedUserMessage).
+const BannedMessage = "You have been banned from this application. Please contact support if you believe this is an error."
 
 // validationError is 400 VALIDATION_ERROR with better-auth's "[body.<field>] <reason>" message.
 func validationError(message string) *Error {

@@ -2,6 +2,7 @@ package betterauth
 
 import (
 	"codeauth/middleware"
+	"codeauth/models"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -17,14 +18,21 @@ func (h *API) listSessions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	return c.JSON(listedSessions(sessions))
+}
+
+// listedSessions are sessions as the session lists give them: each with its handle (its id) as
+// its token.
+func listedSessions(sessions []models.Session) []sessionJSON {
 	out := make([]sessionJSON, len(sessions))
 	for i, s := range sessions {
 		out[i] = sessionJSON{
 			ID: s.ID, UserID: s.UserID, Token: s.ID, ExpiresAt: isoTime(s.ExpiresAt),
 			IPAddress: s.IPAddress, UserAgent: s.UserAgent, CreatedAt: isoTime(s.CreatedAt), UpdatedAt: isoTime(s.UpdatedAt),
+			ImpersonatedBy: s.ImpersonatedBy,
 		}
 	}
-	return c.JSON(out)
+	return out
 }
 
 // revokeSession is POST /revoke-session {token}: it ends one of the caller's sessions on every

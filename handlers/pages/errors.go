@@ -39,6 +39,7 @@ var problems = map[error]problem{
 	auth.ErrPurchaseNotFound:    {fiber.StatusUnprocessableEntity, "We could not find this purchase."},
 	auth.ErrPurchaseOtherEmail:  {fiber.StatusUnprocessableEntity, "This purchase was made with another e-mail address. Sign in with that address to keep it."},
 	auth.ErrSessionNotFound:     {fiber.StatusBadRequest, "That device is signed out already."},
+	auth.ErrBanned:              {fiber.StatusForbidden, "This account has been suspended, so it cannot sign in. If you think this is a mistake, contact support."},
 }
 
 // What a rate limit counted, in the words of the form that was refused ("Too many codes were

@@ -31,6 +31,9 @@ const (
 	TokenCookieSuffix = ".session_token"
 	// DataCookieSuffix follows the cookie prefix in the name of the cookie cache.
 	DataCookieSuffix = ".session_data"
+	// AdminCookieSuffix follows the cookie prefix in the name of the cookie that keeps an
+	// admin's own signed session token while the admin impersonates someone (admin plugin).
+	AdminCookieSuffix = ".admin_session"
 )
 
 // CookieNames returns the names of the session token cookie and of the cookie cache for the
@@ -40,6 +43,14 @@ func CookieNames(prefix string, secure bool) (token, data string) {
 		prefix = SecureCookiePrefix + prefix
 	}
 	return prefix + TokenCookieSuffix, prefix + DataCookieSuffix
+}
+
+// AdminCookieName is the name of the admin session cookie for the cookie prefix.
+func AdminCookieName(prefix string, secure bool) string {
+	if secure {
+		prefix = SecureCookiePrefix + prefix
+	}
+	return prefix + AdminCookieSuffix
 }
 
 // signatureLength is the length of the padded standard-base64 HMAC-SHA256 signature.

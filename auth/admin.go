@@ -1,0 +1,353 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"codeauth/models"
+)
+
+// The admin layer (better-auth's admin plugin): roles, the user list, bans, session revocation,
+// removal and impersonation. Every operation takes the acting session and refuses unless its
+// account is an admin and the session is not an impersonation (ErrNotAdmin): an admin acting as
+// someone else cannot use the admin powers, and nobody can reach them through a session an admin
+// opened as them.
+
+// adminStore is the storage of the admin layer: models.Store implements it.
+type adminStore interface {
+	ListUsers(ctx context.Context, q models.UserQuery) ([]models.User, int64, error)
+	User(ctx context.Context, id string) (models.User, error)
+	SetRole(ctx context.Context, id, role string, now time.Time) (models.User, error)
+	Ban(ctx context.Context, id string, reason *string, expires *time.Time, now time.Time) (models.User, []string, error)
+	Unban(ctx context.Context, id string, now time.Time) (models.User, error)
+	RemoveAccount(ctx context.Context, id string) ([]string, error)
+	EndSessionByHandle(ctx context.Context, id, tokenHash string) (string, error)
+	CreateSession(ctx context.Context, sess models.Session) error
+}
+
+// Bounds of the user list.
+const (
+	// DefaultUserPage is how many users list-users returns without a limit (better-auth returns
+	// them all, which no dashboard can show and no database should be asked for).
+	DefaultUserPage = 100
+	// MaxUserPage is the most users one page holds.
+	MaxUserPage = 1000
+	// ImpersonationLifetime is how long a session an admin opens as another user lasts
+	// (better-auth's default impersonationSessionDuration).
+	ImpersonationLifetime = time.Hour
+	// MaxBanReason is the longest ban reason kept, in bytes.
+	MaxBanReason = 500
+)
+
+// Roles reads a role value ("admin", "user", "admin,user") as its set.
+func Roles(role string) []string {
+	var out []string
+	for _, r := range strings.Split(role, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// IsAdmin reports whether the account's roles include the admin role.
+func IsAdmin(u models.User) bool { return slices.Contains(Roles(u.Role), RoleAdmin) }
+
+// requireAdmin refuses st unless it is an admin's own session.
+func requireAdmin(st *SessionState) error {
+	if st == nil || st.Session.ImpersonatedBy != nil || !IsAdmin(st.User) {
+		return ErrNotAdmin
+	}
+	return nil
+}
+
+// ParseRoles checks a role value set by an admin: one or more of the known roles. It returns
+// the value as stored ("admin,user").
+func ParseRoles(roles []string) (string, error) {
+	if len(roles) == 0 {
+		return "", ErrUnknownRole
+	}
+	seen := make([]string, 0, len(roles))
+	for _, r := range roles {
+		r = strings.TrimSpace(r)
+		if r != RoleAdmin && r != RoleUser {
+			return "", ErrUnknownRole
+		}
+		if !slices.Contains(seen, r) {
+			seen = append(seen, r)
+		}
+	}
+	return strings.Join(seen, ","), nil
+}
+
+// ListUsers returns a page of the live accounts and how many match in all. The limit defaults to
+// DefaultUserPage and is capped at MaxUserPage; a query the store cannot run (an unknown field or
+// operator) is ErrInvalidUserQuery.
+func (s *Service) ListUsers(ctx context.Context, st *SessionState, q models.UserQuery) ([]models.User, int64, models.UserQuery, error) {
+	if err := requireAdmin(st); err != nil {
+		return nil, 0, q, err
+	}
+	if q.Limit <= 0 {
+		q.Limit = DefaultUserPage
+	}
+	q.Limit = min(q.Limit, MaxUserPage)
+	q.Offset = max(q.Offset, 0)
+	users, total, err := s.store.ListUsers(ctx, q)
+	if errors.Is(err, models.ErrInvalidQuery) {
+		return nil, 0, q, ErrInvalidUserQuery
+	}
+	return users, total, q, err
+}
+
+// AdminGetUser reads an account for an admin.
+func (s *Service) AdminGetUser(ctx context.Context, st *SessionState, id string) (models.User, error) {
+	if err := requireAdmin(st); err != nil {
+		return models.User{}, err
+	}
+	return s.adminTarget(ctx, id)
+}
+
+// adminTarget reads the live account an admin acts on; ErrNoSuchUser when there is none.
+func (s *Service) adminTarget(ctx context.Context, id string) (models.User, error) {
+	if !canonicalUUID(id) {
+		return models.User{}, ErrNoSuchUser
+	}
+	u, err := s.store.User(ctx, id)
+	return u, notFoundAs(err, ErrNoSuchUser, "reading an account")
+}
+
+// SetRole sets an account's roles (ParseRoles).
+func (s *Service) SetRole(ctx context.Context, st *SessionState, id string, roles []string) (models.User, error) {
+	if err := requireAdmin(st); err != nil {
+		return models.User{}, err
+	}
+	role, err := ParseRoles(roles)
+	if err != nil {
+		return models.User{}, err
+	}
+	if !canonicalUUID(id) {
+		return models.User{}, ErrNoSuchUser
+	}
+	u, err := s.store.SetRole(ctx, id, role, s.now())
+	return u, notFoundAs(err, ErrNoSuchUser, "setting a role")
+}
+
+// AdminUpdateUser changes an account's name or image, checked as the account's own change is
+// (UpdateUser); ErrNothingToUpdate when it changes neither.
+func (s *Service) AdminUpdateUser(ctx context.Context, st *SessionState, id string, in UserUpdate) (models.User, error) {
+	if err := requireAdmin(st); err != nil {
+		return models.User{}, err
+	}
+	if in.Name == nil && !in.SetImage {
+		return models.User{}, ErrNothingToUpdate
+	}
+	if !canonicalUUID(id) {
+		return models.User{}, ErrNoSuchUser
+	}
+	return s.UpdateUser(ctx, id, in)
+}
+
+// BanUser bans an account, for expiresIn (0: for good) and with reason (may be ""), and ends
+// every session of it at once. An admin cannot ban themself.
+func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason string, expiresIn time.Duration) (models.User, error) {
+	if err := requireAdmin(st); err != nil {
+		return models.User{}, err
+	}
+	if id == st.User.ID {
+		return models.User{}, ErrCannotBanSelf
+	}
+	if expiresIn < 0 {
+		expiresIn = 0
+	}
+	var why *string
+	if reason = cleanText(strings.TrimSpace(reason), MaxBanReason); reason != "" {
+		why = &reason
+	}
+	var until *time.Time
+	now := s.now()
+	if expiresIn > 0 {
+		t := now.Add(expiresIn)
+		until = &t
+	}
+	if !canonicalUUID(id) {
+		return models.User{}, ErrNoSuchUser
+	}
+	u, ended, err := s.store.Ban(ctx, id, why, until, now)
+	if err != nil {
+		return models.User{}, notFoundAs(err, ErrNoSuchUser, "banning an account")
+	}
+	s.revokeLocally(ended)
+	return u, nil
+}
+
+// UnbanUser lifts an account's ban.
+func (s *Service) UnbanUser(ctx context.Context, st *SessionState, id string) (models.User, error) {
+	if err := requireAdmin(st); err != nil {
+		return models.User{}, err
+	}
+	if !canonicalUUID(id) {
+		return models.User{}, ErrNoSuchUser
+	}
+	u, err := s.store.Unban(ctx, id, s.now())
+	return u, notFoundAs(err, ErrNoSuchUser, "unbanning an account")
+}
+
+// UserSessions lists an account's live sessions for an admin, newest first.
+func (s *Service) UserSessions(ctx context.Context, st *SessionState, id string) ([]models.Session, error) {
+	if err := requireAdmin(st); err != nil {
+		return nil, err
+	}
+	if _, err := s.adminTarget(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.store.ListSessions(ctx, id, s.now())
+}
+
+// RevokeUserSession ends any account's session, named by its handle (the id the session lists
+// give as its token) or its raw token; ErrSessionNotFound when there is none.
+func (s *Service) RevokeUserSession(ctx context.Context, st *SessionState, handle string) error {
+	if err := requireAdmin(st); err != nil {
+		return err
+	}
+	var id, hash string
+	switch {
+	case canonicalUUID(handle):
+		id = handle
+	case WellFormedToken(handle):
+		hash = hashToken(handle)
+	default:
+		return ErrSessionNotFound
+	}
+	ended, err := s.store.EndSessionByHandle(ctx, id, hash)
+	if err != nil {
+		return err
+	}
+	if ended == "" {
+		return ErrSessionNotFound
+	}
+	s.revokeLocally([]string{ended})
+	return nil
+}
+
+// RevokeUserSessions ends every session of an account.
+func (s *Service) RevokeUserSessions(ctx context.Context, st *SessionState, id string) error {
+	if err := requireAdmin(st); err != nil {
+		return err
+	}
+	if _, err := s.adminTarget(ctx, id); err != nil {
+		return err
+	}
+	ended, err := s.store.EndUserSessions(ctx, id, "")
+	if err != nil {
+		return err
+	}
+	s.revokeLocally(ended)
+	return nil
+}
+
+// RemoveUser erases an account at once, without the grace period of a deletion: its sessions,
+// codes, preferences and consent records go; its purchases stay, unlinked. An admin cannot remove
+// themself.
+func (s *Service) RemoveUser(ctx context.Context, st *SessionState, id string) error {
+	if err := requireAdmin(st); err != nil {
+		return err
+	}
+	if id == st.User.ID {
+		return ErrCannotRemoveSelf
+	}
+	if !canonicalUUID(id) {
+		return ErrNoSuchUser
+	}
+	ended, err := s.store.RemoveAccount(ctx, id)
+	if err != nil {
+		return notFoundAs(err, ErrNoSuchUser, "removing an account")
+	}
+	s.revokeLocally(ended)
+	return nil
+}
+
+// Impersonate opens a session as another account for the admin of st, marked with the admin's
+// id and ending after ImpersonationLifetime, and returns it with its raw token. Admins cannot be
+// impersonated, and a banned account cannot be either.
+func (s *Service) Impersonate(ctx context.Context, st *SessionState, id string, meta ClientMeta) (*SessionState, error) {
+	if err := requireAdmin(st); err != nil {
+		return nil, err
+	}
+	target, err := s.adminTarget(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if IsAdmin(target) {
+		return nil, ErrCannotImpersonateAdmin
+	}
+	if target.Banned {
+		return nil, ErrBanned
+	}
+	token, sess, err := s.newSession(meta)
+	if err != nil {
+		return nil, err
+	}
+	sess.UserID = target.ID
+	end := s.now().Add(ImpersonationLifetime)
+	sess.ExpiresAt, sess.AbsoluteExpiresAt = end, end
+	admin := st.User.ID
+	sess.ImpersonatedBy = &admin
+	if err := s.store.CreateSession(ctx, sess); err != nil {
+		return nil, err
+	}
+	return &SessionState{Session: sess, User: target, Token: token}, nil
+}
+
+// StopImpersonating ends the impersonation session st and returns the admin's own session, whose
+// raw token the admin's browser kept (adminToken). It fails with ErrNotImpersonating for a
+// session no admin opened, and ErrSessionNotFound when adminToken is not that admin's live
+// session.
+func (s *Service) StopImpersonating(ctx context.Context, st *SessionState, adminToken string) (*SessionState, error) {
+	if st == nil || st.Session.ImpersonatedBy == nil {
+		return nil, ErrNotImpersonating
+	}
+	admin, err := s.Session(ctx, SessionQuery{Token: adminToken, FromDatabase: true})
+	if err != nil {
+		return nil, err
+	}
+	if admin == nil || admin.User.ID != *st.Session.ImpersonatedBy || admin.Session.ImpersonatedBy != nil {
+		return nil, ErrSessionNotFound
+	}
+	if err := s.SignOut(ctx, st.Token); err != nil {
+		return nil, err
+	}
+	return admin, nil
+}
+
+// Permissions are the admin plugin's statements a caller may hold: resource → actions.
+type Permissions map[string][]string
+
+// adminStatements are what the admin role may do; the user role may do none of it.
+var adminStatements = Permissions{
+	"user":    {"create", "list", "set-role", "ban", "impersonate", "delete", "set-password", "get", "update"},
+	"session": {"list", "revoke", "delete"},
+}
+
+// HasPermission reports whether a role value grants every permission asked: the admin role
+// grants the admin plugin's statements, the user role none. A resource or action the service
+// does not have is granted to nobody.
+func HasPermission(role string, asked Permissions) bool {
+	if len(asked) == 0 || !slices.Contains(Roles(role), RoleAdmin) {
+		return false
+	}
+	for resource, actions := range asked {
+		known, ok := adminStatements[resource]
+		if !ok {
+			return false
+		}
+		for _, a := range actions {
+			if !slices.Contains(known, a) {
+				return false
+			}
+		}
+	}
+	return true
+}
