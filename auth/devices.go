@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"slices"
 	"strings"
 	"sync"
@@ -77,6 +79,21 @@ func (d Device) Name() string {
 		return "A browser on " + platform
 	}
 	return "Unknown device"
+}
+
+// KnownDeviceWindow is how long an account remembers a device it signed in from: a sign-in from
+// a device not seen for longer is new, and the account is told (the new-device notice).
+const KnownDeviceWindow = 90 * 24 * time.Hour
+
+// deviceSeenPrecision is how stale a known device's last sign-in may be before a sign-in writes
+// it again: the window is counted in days, so a device used within the day needs no write.
+const deviceSeenPrecision = 24 * time.Hour
+
+// deviceKey is the keyed hash of d's family that known_devices stores: it says which sign-ins
+// came from the same device without saying what the device is.
+func (k *keys) deviceKey(d Device) string {
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(k.device.sum(sum[:0], d.family()))
 }
 
 // family is what makes two sign-ins the same device for the new-device notice: the browser's

@@ -20,6 +20,7 @@ type pruneStore interface {
 	PruneCounters(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneCodes(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneSessions(ctx context.Context, now time.Time, limit int) (int64, error)
+	PruneKnownDevices(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // PruneResult counts the rows a prune removed, and the statements it took.
@@ -29,6 +30,8 @@ type PruneResult struct {
 	Sessions      int64
 	// Outbox counts records of e-mails given up more than OutboxRetention ago.
 	Outbox int64
+	// KnownDevices counts devices unseen for KnownDeviceWindow.
+	KnownDevices int64
 	// Statements counts the DELETE statements run, each removing at most a batch.
 	Statements int
 }
@@ -39,7 +42,8 @@ type PruneResult struct {
 const OutboxRetention = 7 * 24 * time.Hour
 
 // PruneExpired deletes throttle counters whose window has passed, codes past their expiry,
-// sessions past their expiry, and records of e-mail given up more than OutboxRetention ago, each
+// sessions past their expiry, devices unseen for KnownDeviceWindow, and records of e-mail given
+// up more than OutboxRetention ago, each
 // in statements of at most a batch of rows. Live rows are never touched.
 //
 // Live rows are never deleted, even when one changes while the prune runs (the store's prune
@@ -56,6 +60,7 @@ func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 		{"throttle counters", &r.Throttles, s.store.PruneCounters, now},
 		{"codes", &r.Verifications, s.store.PruneCodes, now},
 		{"sessions", &r.Sessions, s.store.PruneSessions, now},
+		{"known devices", &r.KnownDevices, s.store.PruneKnownDevices, now.Add(-KnownDeviceWindow)},
 		{"the outbox", &r.Outbox, s.outbox.PruneGivenUp, now.Add(-OutboxRetention)},
 	}
 	for _, t := range tables {
@@ -89,7 +94,8 @@ func (s *Service) PruneJob() Job {
 		r, err := s.PruneExpired(ctx)
 		if err == nil {
 			s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle, "throttles", r.Throttles,
-				"codes", r.Verifications, "sessions", r.Sessions, "e-mails", r.Outbox, "statements", r.Statements)
+				"codes", r.Verifications, "sessions", r.Sessions, "known_devices", r.KnownDevices, "e-mails", r.Outbox,
+				"statements", r.Statements)
 		}
 		return err
 	}}

@@ -16,6 +16,7 @@ import (
 type keys struct {
 	otp      macs        // keys the code hashes
 	throttle macs        // keys the address hashes of auth_throttle
+	device   macs        // keys the device hashes of known_devices
 	cache    cipher.AEAD // seals the session_data cookie cache
 	jwt      cipher.AEAD // seals the private JWT signing keys in the jwks table
 }
@@ -61,6 +62,7 @@ func newKeys(secret []byte) (*keys, error) {
 	return &keys{
 		otp:      macs{key: deriveKey(secret, "otp")},
 		throttle: macs{key: deriveKey(secret, "throttle")},
+		device:   macs{key: deriveKey(secret, "known-device")},
 		cache:    cache,
 		jwt:      jwt,
 	}, nil

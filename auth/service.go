@@ -53,6 +53,9 @@ type Options struct {
 	// JWT says what the session JWTs claim and how often their key rotates; an empty Issuer or
 	// Audience is SiteURL, and a zero Rotation DefaultJWTRotation.
 	JWT JWTOptions
+	// NewDeviceNotice e-mails an account when it signs in from a device it has not used for
+	// KnownDeviceWindow (AUTH_NEW_DEVICE_NOTICE).
+	NewDeviceNotice bool
 	// AdminEmails are the addresses whose accounts are made admins when they are created or next
 	// sign in (AUTH_ADMIN_EMAILS).
 	AdminEmails []string
@@ -77,8 +80,10 @@ type Service struct {
 	log           *slog.Logger
 	revoked       *revocations
 	adminEmails   map[string]bool
-	jwt           *jwts
-	stats         counters
+	// newDeviceNotice is Options.NewDeviceNotice.
+	newDeviceNotice bool
+	jwt             *jwts
+	stats           counters
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
 	pruneBatch int
 }
@@ -96,18 +101,19 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		store:         opts.Store,
-		changeLinks:   opts.EmailChangeLinks,
-		deletionGrace: opts.DeletionGrace,
-		keys:          k,
-		sessionMaxAge: opts.SessionMaxAge,
-		maxFailures:   opts.MaxFailedVerifications,
-		siteName:      opts.SiteName,
-		clock:         opts.Now,
-		log:           opts.Logger,
-		revoked:       newRevocations(),
-		adminEmails:   map[string]bool{},
-		pruneBatch:    pruneBatch,
+		store:           opts.Store,
+		changeLinks:     opts.EmailChangeLinks,
+		deletionGrace:   opts.DeletionGrace,
+		keys:            k,
+		sessionMaxAge:   opts.SessionMaxAge,
+		maxFailures:     opts.MaxFailedVerifications,
+		siteName:        opts.SiteName,
+		clock:           opts.Now,
+		log:             opts.Logger,
+		revoked:         newRevocations(),
+		adminEmails:     map[string]bool{},
+		newDeviceNotice: opts.NewDeviceNotice,
+		pruneBatch:      pruneBatch,
 	}
 	if s.clock == nil {
 		s.clock = time.Now

@@ -76,7 +76,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	}
 	now := s.now()
 	fresh := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
-	done, err := s.store.CompleteSignIn(ctx, models.SignIn{
+	signIn := models.SignIn{
 		Fresh:       fresh,
 		UserData:    s.defaultUserData(fresh.ID),
 		Code:        *v,
@@ -86,7 +86,19 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		GraceCutoff: now.Add(-s.deletionGrace),
 		Now:         now,
 		Admin:       s.adminEmails[email],
-	})
+	}
+	if s.newDeviceNotice {
+		device := DeviceOf(sess.UserAgent)
+		signIn.DeviceKey = s.keys.deviceKey(device)
+		signIn.DeviceCutoff, signIn.DeviceFreshAfter = now.Add(-KnownDeviceWindow), now.Add(-deviceSeenPrecision)
+		// Sealed only when the store finds the device new to the account, which most sign-ins
+		// are not.
+		signIn.NewDevice = func() (models.OutboxMessage, error) {
+			d, err := s.compose.NewDevice(email, device.Name(), sess.IPAddress, now)
+			return s.prepare(d, err, mail.EnqueueOptions{})
+		}
+	}
+	done, err := s.store.CompleteSignIn(ctx, signIn)
 	if errors.Is(err, models.ErrBanned) {
 		err = ErrBanned
 	}

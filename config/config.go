@@ -47,6 +47,8 @@ type Config struct {
 	Secure bool
 	// Secret signs session cookies and derives every other key (AUTH_SECRET).
 	Secret []byte
+	// NewDeviceNotice is AUTH_NEW_DEVICE_NOTICE.
+	NewDeviceNotice bool
 	// AdminEmails are AUTH_ADMIN_EMAILS, normalised.
 	AdminEmails []string
 	// TrustedOrigins are the extra origins of AUTH_TRUSTED_ORIGINS, normalised.

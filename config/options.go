@@ -159,17 +159,10 @@ var options = []option{
 		}},
 	{name: "AUTH_EMAIL_CHANGE_LINK", def: "true",
 		doc: "`false` switches the link-based e-mail change of the web off (`POST /api/auth/change-email` answers 400 `VERIFICATION_EMAIL_NOT_ENABLED`); the app's code-based change stays.",
-		set: func(c *Config, v string) error {
-			switch v = strings.ToLower(v); v {
-			case "true", "1", "yes", "on":
-				c.EmailChangeLinks = true
-			case "false", "0", "no", "off":
-				c.EmailChangeLinks = false
-			default:
-				return fmt.Errorf("%q must be true or false", v)
-			}
-			return nil
-		}},
+		set: func(c *Config, v string) error { return parseSwitch(v, &c.EmailChangeLinks) }},
+	{name: "AUTH_NEW_DEVICE_NOTICE", def: "true",
+		doc: "E-mails an account when it signs in from a browser or app (its family and system, not its version) it has not used for 90 days, naming the device, the time and the network and linking to the devices card; not on an account's first sign-in. `false` turns it off, and no devices are recorded.",
+		set: func(c *Config, v string) error { return parseSwitch(v, &c.NewDeviceNotice) }},
 	{name: "AUTH_DELETION_GRACE", def: hours(auth.DefaultDeletionGrace), shown: days(hours(auth.DefaultDeletionGrace), auth.DefaultDeletionGrace),
 		doc: "How long a deleted account can be restored by signing in, before the nightly purge removes it.",
 		set: func(c *Config, v string) error {
@@ -376,4 +369,17 @@ func Markdown() string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", o.name, def, o.doc)
 	}
 	return b.String()
+}
+
+// parseSwitch reads an on/off option into dst: true, 1, yes, on or false, 0, no, off.
+func parseSwitch(v string, dst *bool) error {
+	switch v = strings.ToLower(v); v {
+	case "true", "1", "yes", "on":
+		*dst = true
+	case "false", "0", "no", "off":
+		*dst = false
+	default:
+		return fmt.Errorf("%q must be true or false", v)
+	}
+	return nil
 }

@@ -32,6 +32,8 @@ const (
 	// KindFormerAddressDeleted tells an old address whose restore link still works that the
 	// account was deleted: the link also undoes the deletion.
 	KindFormerAddressDeleted Kind = "former-address-deleted"
+	// KindNewDevice tells an account it was signed in from a device it had not seen lately.
+	KindNewDevice Kind = "new-device"
 )
 
 // Message is one e-mail to one recipient. Code and Link are the secrets it carries, if any; they

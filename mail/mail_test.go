@@ -97,6 +97,9 @@ func TestTemplatesRender(t *testing.T) {
 		KindAccountDeleted: func() (Draft, error) {
 			return composer.AccountDeleted("a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC))
 		},
+		KindNewDevice: func() (Draft, error) {
+			return composer.NewDevice("a@example.com", "Firefox on Windows", "203.0.113.7", time.Date(2026, 12, 21, 3, 4, 0, 0, time.UTC))
+		},
 		KindFormerAddressDeleted: func() (Draft, error) {
 			return composer.FormerAddressDeleted("old@example.com", "a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
 		},

@@ -58,7 +58,7 @@ const contentSlot = "content"
 
 func loadTemplates() map[Kind]template {
 	out := map[Kind]template{}
-	for _, k := range []Kind{KindSignInCode, KindChangeEmailCode, KindChangeEmailLink, KindEmailChanged, KindWelcome, KindAccountDeleted, KindFormerAddressDeleted} {
+	for _, k := range []Kind{KindSignInCode, KindChangeEmailCode, KindChangeEmailLink, KindEmailChanged, KindWelcome, KindAccountDeleted, KindFormerAddressDeleted, KindNewDevice} {
 		read := func(ext string) string {
 			b, err := templateFiles.ReadFile("templates/" + string(k) + "." + ext)
 			if err != nil {
@@ -246,6 +246,21 @@ func (c Composer) Welcome(to string) (Draft, error) {
 func (c Composer) AccountDeleted(to string, deleteAt time.Time) (Draft, error) {
 	return c.draft(KindAccountDeleted, to, map[string]string{"deleteDate": DateText(deleteAt), "signInUrl": c.SiteURL + "/auth/sign-in"})
 }
+
+// NewDevice tells an account that device (its name as people read it, "Chrome on macOS") signed
+// in at when from the network address ip, with a link to the account page's devices card.
+func (c Composer) NewDevice(to, device, ip string, when time.Time) (Draft, error) {
+	if ip == "" {
+		ip = "unknown"
+	}
+	return c.draft(KindNewDevice, to, map[string]string{
+		"device": device, "ip": ip, "when": when.UTC().Format("2 January 2006, 15:04 MST"),
+		"devicesUrl": c.SiteURL + DevicesPath,
+	})
+}
+
+// DevicesPath is the account page's devices card, where a device is signed out.
+const DevicesPath = "/account#devices"
 
 // DateText writes a day for people, in e-mails and on the pages: 21 December 2026 (UTC).
 func DateText(t time.Time) string { return t.UTC().Format("2 January 2006") }

@@ -122,6 +122,16 @@ type ConsentEvent struct {
 // TableName keeps the table name singular, as the spec names it.
 func (UserData) TableName() string { return "user_data" }
 
+// KnownDevice is a device an account has signed in from, for the new-device notice: DeviceKey is
+// a keyed hash of its browser family and system (never the User-Agent itself), LastSeenAt its
+// latest sign-in. Rows unseen for the notice's window are pruned.
+type KnownDevice struct {
+	UserID     string    `gorm:"type:uuid;primaryKey"`
+	User       *User     `gorm:"constraint:OnDelete:CASCADE"`
+	DeviceKey  string    `gorm:"size:64;primaryKey"`
+	LastSeenAt time.Time `gorm:"not null;index"`
+}
+
 // AuthThrottle is a persistent counter shared by every instance, such as the code sends per
 // e-mail address in the current window. Key names what is counted; the row is dead after ResetAt.
 type AuthThrottle struct {
@@ -199,5 +209,5 @@ func (SigningKey) TableName() string { return "jwks" }
 
 // All lists every model, in the order they are migrated.
 func All() []any {
-	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}, &SigningKey{}}
+	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}, &SigningKey{}, &KnownDevice{}}
 }

@@ -339,7 +339,7 @@ func purgeUsers(tx *gorm.DB, ids []string, cutoff time.Time) (int64, error) {
 
 // eraseUsers hard-deletes the users, whose rows tx has locked, with what belongs to them: their
 // codes and links, the records of e-mail to them that could not be delivered, their sessions,
-// accounts, user data and consent events; their purchases are kept, unlinked. The purge of
+// accounts, user data, consent events and known devices; their purchases are kept, unlinked. The purge of
 // deleted accounts and an admin's removal share it.
 func eraseUsers(tx *gorm.DB, users []User) error {
 	ids := make([]string, len(users))
@@ -362,7 +362,7 @@ func eraseUsers(tx *gorm.DB, users []User) error {
 	if err := tx.Model(&Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {
 		return err
 	}
-	for _, m := range []any{&Session{}, &Account{}, &UserData{}, &ConsentEvent{}} {
+	for _, m := range []any{&Session{}, &Account{}, &UserData{}, &ConsentEvent{}, &KnownDevice{}} {
 		if err := tx.Where("user_id IN ?", ids).Delete(m).Error; err != nil {
 			return err
 		}

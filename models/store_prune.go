@@ -34,6 +34,12 @@ func (s *Store) PruneSessions(ctx context.Context, now time.Time, limit int) (in
  WHERE id IN (SELECT id FROM sessions WHERE expires_at <= ? LIMIT ?) AND expires_at <= ?`, now, limit)
 }
 
+// PruneKnownDevices deletes at most limit known devices last seen at or before cutoff.
+func (s *Store) PruneKnownDevices(ctx context.Context, cutoff time.Time, limit int) (int64, error) {
+	return s.prune(ctx, `DELETE FROM known_devices WHERE (user_id, device_key) IN
+ (SELECT user_id, device_key FROM known_devices WHERE last_seen_at <= ? LIMIT ?) AND last_seen_at <= ?`, cutoff, limit)
+}
+
 // prune runs one of the statements above, whose arguments are now, the batch's size and now
 // again.
 func (s *Store) prune(ctx context.Context, query string, now time.Time, limit int) (int64, error) {

@@ -27,6 +27,15 @@ type SignIn struct {
 	Now         time.Time
 	// Admin makes the account an admin (its address is one of AUTH_ADMIN_EMAILS).
 	Admin bool
+	// DeviceKey, when set, records the device signing in as known to the account (KnownDevice);
+	// NewDevice makes the notice queued when an existing account was not seen on it since
+	// DeviceCutoff (it is called only then, so a sign-in from a known device prepares no e-mail).
+	// A new account records its first device without a notice. A device seen after
+	// DeviceFreshAfter is not written again.
+	DeviceKey        string
+	NewDevice        func() (OutboxMessage, error)
+	DeviceCutoff     time.Time
+	DeviceFreshAfter time.Time
 }
 
 // SignedIn is the account a sign-in signed in, and whether the sign-in created it.
@@ -61,6 +70,15 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		if err := scanLater(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
 			return fmt.Errorf("models: creating a user: %w", err)
 		}
+		// The device's row, if the account has one, goes in the same batch as the upsert (which
+		// it sees), so reading it costs no round trip.
+		var seen []KnownDevice
+		if in.DeviceKey != "" {
+			if err := scanLater(tx, &seen, `SELECT user_id, device_key, last_seen_at FROM known_devices
+ WHERE device_key = ? AND user_id = (SELECT id FROM users WHERE email = ?)`, in.DeviceKey, fresh.Email); err != nil {
+				return fmt.Errorf("models: reading a device: %w", err)
+			}
+		}
 		if err := consumeCode(tx, in.Code); err != nil {
 			return err
 		}
@@ -82,6 +100,11 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 			// The welcome e-mail is queued with the account and delivered after the commit; a
 			// failed delivery never undoes the sign-up.
 			if err := enqueueOutbox(tx, &in.Welcome); err != nil {
+				return err
+			}
+		}
+		if in.DeviceKey != "" {
+			if err := noteDevice(tx, in, user.ID, seen, !created); err != nil {
 				return err
 			}
 		}
@@ -133,6 +156,34 @@ func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
 	}
 	existing.CreatedAt, existing.UpdatedAt = existing.CreatedAt.UTC(), existing.UpdatedAt.UTC()
 	return existing, false, nil
+}
+
+// noteDevice records the device of in as seen by the account now, and, with notify, queues
+// in.NewDevice unless seen (the device's row as it was before this sign-in, read in the batch of
+// the account's upsert, so at no round trip of its own) says the account used it after
+// in.DeviceCutoff. A device seen after in.DeviceFreshAfter is left as it is: the window is
+// counted in days, and most sign-ins come from a device used the day before. The account's row
+// is locked by the sign-in, so two sign-ins of one account from a new device cannot both find it
+// new.
+func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notify bool) error {
+	if len(seen) == 1 && seen[0].LastSeenAt.After(in.DeviceFreshAfter) {
+		return nil
+	}
+	if notify && (len(seen) == 0 || !seen[0].LastSeenAt.After(in.DeviceCutoff)) {
+		notice, err := in.NewDevice()
+		if err != nil {
+			return err
+		}
+		if err := enqueueOutbox(tx, &notice); err != nil {
+			return fmt.Errorf("models: queueing the new-device notice: %w", err)
+		}
+	}
+	err := execLater(tx, `INSERT INTO known_devices (user_id, device_key, last_seen_at) VALUES (?, ?, ?)
+ ON CONFLICT (user_id, device_key) DO UPDATE SET last_seen_at = excluded.last_seen_at`, userID, in.DeviceKey, in.Now)
+	if err != nil {
+		return fmt.Errorf("models: recording a device: %w", err)
+	}
+	return nil
 }
 
 // settleAccess decides, on the account's locked row, whether it may sign in: a ban in force

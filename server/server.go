@@ -166,6 +166,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		DeletionGrace:          cfg.DeletionGrace,
 		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},
 		AdminEmails:            cfg.AdminEmails,
+		NewDeviceNotice:        cfg.NewDeviceNotice,
 		Now:                    opts.Now,
 		Logger:                 log,
 	})
