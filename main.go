@@ -6,6 +6,9 @@
 //	                              records of e-mail given up) once, then exit
 //	                              (the server does it every 10 minutes)
 //	codeauth auth:purge-accounts  remove deleted accounts past their grace period once, then exit
+//	codeauth jwt:rotate           add the next JWT signing key now (it signs once verifiers can
+//	                              have fetched it); with --now, replace every key at once, for a
+//	                              key that may have leaked
 //	codeauth config               print the configuration's variables as README.md's table
 //
 // Configuration comes from the environment; see README.md. Everything the service is made of is
@@ -48,7 +51,7 @@ func run(args []string) int {
 		return 0
 	case "help", "-h", "--help":
 		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "|" + auth.JobPurgeAccounts + "|" +
-			auth.JobRotateJWTKey + "|" + cmdRotateJWT + "|config]")
+			auth.JobRotateJWTKey + "|" + cmdRotateJWT + " [" + rotateNowFlag + "]|config]")
 		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s, %s, %s or config)\n", cmd,
@@ -85,7 +88,7 @@ func run(args []string) int {
 	}
 	defer srv.Close()
 	if cmd == cmdRotateJWT {
-		return rotateJWTKey(ctx, srv, log)
+		return rotateJWTKey(ctx, srv, log, len(args) > 1 && args[1] == rotateNowFlag)
 	}
 	if cmd != "serve" {
 		return runJobOnce(ctx, srv, log, cmd)
@@ -119,10 +122,18 @@ func serve(ctx context.Context, srv *server.Server, log *slog.Logger) error {
 // operator who suspects the key, or wants to see a rotation work.
 const cmdRotateJWT = "jwt:rotate"
 
+// rotateNowFlag makes jwt:rotate replace every key at once (auth.RotateJWTKeyNow).
+const rotateNowFlag = "--now"
+
 // rotateJWTKey runs the rotation job forced, under the scheduled job's lock, so it never races
-// the schedule. The new key signs a few minutes later, once verifiers can have fetched it.
-func rotateJWTKey(ctx context.Context, srv *server.Server, log *slog.Logger) int {
-	ran, err := srv.Scheduler.RunExclusive(ctx, srv.Auth.RotateJWTKeyJob(true))
+// the schedule. The new key signs a few minutes later, once verifiers can have fetched it; with
+// now, at once, and every other key is removed.
+func rotateJWTKey(ctx context.Context, srv *server.Server, log *slog.Logger, now bool) int {
+	job := srv.Auth.RotateJWTKeyJob(true)
+	if now {
+		job = srv.Auth.RotateJWTKeyNowJob()
+	}
+	ran, err := srv.Scheduler.RunExclusive(ctx, job)
 	switch {
 	case err != nil:
 		log.Error("rotating the JWT signing key failed", "error", err)

@@ -370,6 +370,13 @@ func TestBinary_RotateJWT(t *testing.T) {
 					t.Fatalf("jwt:rotate, run %d: %v, want %q in\n%s", i+1, err, want, out)
 				}
 			}
+			// --now replaces both keys (the one signing, the one under way) with one that signs at once.
+			cmd := exec.Command(binary, "jwt:rotate", "--now")
+			cmd.Dir, cmd.Env = dir, env
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "replaced every JWT signing key") || !strings.Contains(string(out), "removed=2") {
+				t.Fatalf("jwt:rotate --now: %v\n%s", err, out)
+			}
 		})
 	}
 }

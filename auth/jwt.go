@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,9 +94,24 @@ type jwts struct {
 
 // keyset is the key table as one instance read it.
 type keyset struct {
-	readAt time.Time
+	// readAt is when the table was last read or, after a failed read, tried: the next read is
+	// due jwtKeyReload later. goodAt is when it was last read.
+	readAt, goodAt time.Time
 	// keys are newest generation first.
 	keys []signingKey
+	// maxGeneration is the highest generation of any row, of another algorithm or not: the next
+	// key made takes the one after it.
+	maxGeneration int64
+}
+
+// has reports whether the key id is in the set: a JWT it signed may still be handed out.
+func (ks *keyset) has(kid string) bool {
+	for i := range ks.keys {
+		if ks.keys[i].row.ID == kid {
+			return true
+		}
+	}
+	return false
 }
 
 // signingKey is one key ready to use: the public half for the JWKS and, when the private half
@@ -125,10 +142,14 @@ type jwtClaims struct {
 // an Ed25519 signature off most session reads, which without one cost about as much.
 func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, error) {
 	now := s.now()
-	if token, ok := s.jwt.cache.get(st, now); ok {
-		return token, nil
+	if token, kid, ok := s.jwt.cache.get(st, now); ok {
+		// Reused only while its key is still in the table as last read (jwt:rotate --now
+		// removes keys), read again when due, as signing would.
+		if ks, err := s.keyset(ctx, now); err == nil && ks.has(kid) {
+			return token, nil
+		}
 	}
-	token, exp, err := s.signJWT(ctx, st, now)
+	token, kid, exp, err := s.signJWT(ctx, st, now)
 	if err != nil {
 		if last := s.jwt.warned.Load(); now.Unix()-last >= 60 && s.jwt.warned.CompareAndSwap(last, now.Unix()) {
 			s.log.WarnContext(ctx, "signing a JWT failed (said at most once a minute)", "error", err)
@@ -137,22 +158,31 @@ func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, err
 	}
 	// Renewed half-way through its own life: a JWT cut short by a session's near end (which a
 	// refresh may then push back) is renewed early, never handed out past its expiry.
-	s.jwt.cache.put(st, token, now.Add(exp.Sub(now)/2))
+	s.jwt.cache.put(st, token, kid, now.Add(exp.Sub(now)/2))
 	return token, nil
 }
 
 // signJWT signs a new JWT for st with the key that signs at now. It expires after JWTLifetime,
 // or with the session if that comes first.
-func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) (string, time.Time, error) {
+func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) (token, kid string, exp time.Time, err error) {
 	ks, err := s.keyset(ctx, now)
 	if err != nil {
-		return "", time.Time{}, err
+		return "", "", time.Time{}, err
+	}
+	if now.Sub(ks.goodAt) > jwtKeyLead {
+		// The table could not be read for longer than a new key is published before it signs:
+		// another instance may have rotated since, and after the retirement window deleted the
+		// key this one holds, so a JWT signed with it might not verify. Until then it is safe: a
+		// rotation begun after the last good read signs no earlier than jwtKeyLead after it, and
+		// its predecessor stays published JWTLifetime (and a margin) longer still, so every JWT
+		// signed with it meanwhile verifies until it expires.
+		return "", "", time.Time{}, fmt.Errorf("auth: the signing keys were last read at %s: %w", ks.goodAt, models.ErrUnavailable)
 	}
 	key := ks.signing(now)
 	if key.signer == nil {
-		return "", time.Time{}, fmt.Errorf("auth: the signing key %s: %w", key.row.ID, ErrSigningKeySealed)
+		return "", "", time.Time{}, fmt.Errorf("auth: the signing key %s: %w", key.row.ID, ErrSigningKeySealed)
 	}
-	exp := now.Add(JWTLifetime)
+	exp = now.Add(JWTLifetime)
 	if st.Session.ExpiresAt.Before(exp) {
 		exp = st.Session.ExpiresAt
 	}
@@ -163,17 +193,16 @@ func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) 
 		IssuedAt: now.Unix(), Expiry: exp.Unix(),
 	})
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("auth: encoding JWT claims: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("auth: encoding JWT claims: %w", err)
 	}
 	jws, err := key.signer.Sign(payload)
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("auth: signing a JWT: %w", err)
+		return "", "", time.Time{}, fmt.Errorf("auth: signing a JWT: %w", err)
 	}
-	token, err := jws.CompactSerialize()
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("auth: serialising a JWT: %w", err)
+	if token, err = jws.CompactSerialize(); err != nil {
+		return "", "", time.Time{}, fmt.Errorf("auth: serialising a JWT: %w", err)
 	}
-	return token, exp, nil
+	return token, key.row.ID, exp, nil
 }
 
 // JWKS returns the public keys a verifier needs: the key that signs now, the next one when a
@@ -256,12 +285,12 @@ func (s *Service) keyset(ctx context.Context, now time.Time) (*keyset, error) {
 			stale := *old
 			stale.readAt = now
 			s.jwt.keys.Store(&stale)
-			return old, nil
+			return &stale, nil
 		}
 		return nil, err
 	}
 	if len(ks.keys) == 0 {
-		if _, err := s.addKey(readCtx, 1, now, now); err != nil {
+		if _, err := s.addKey(readCtx, ks.maxGeneration+1, now, now); err != nil {
 			return nil, err
 		}
 		if ks, err = s.readKeys(readCtx, now); err != nil {
@@ -286,8 +315,9 @@ func (s *Service) readKeys(ctx context.Context, now time.Time) (*keyset, error) 
 	if err != nil {
 		return nil, err
 	}
-	ks := &keyset{readAt: now, keys: make([]signingKey, 0, len(rows))}
+	ks := &keyset{readAt: now, goodAt: now, keys: make([]signingKey, 0, len(rows))}
 	for _, row := range rows {
+		ks.maxGeneration = max(ks.maxGeneration, row.Generation)
 		if row.Algorithm != jwtAlgorithm || len(row.PublicKey) != ed25519.PublicKeySize {
 			continue // a key of another kind: not ours to use
 		}
@@ -390,7 +420,7 @@ func (s *Service) RotateJWTKey(ctx context.Context, force bool) (RotationResult,
 	case len(ks.keys) == 0:
 		// Nothing signs yet: the first key signs at once, as on first use.
 		r.ActiveFrom = now
-		if _, err := s.addKey(ctx, 1, now, now); err != nil {
+		if _, err := s.addKey(ctx, ks.maxGeneration+1, now, now); err != nil {
 			return r, err
 		}
 	case ks.keys[0].row.ActiveFrom.After(now):
@@ -399,7 +429,7 @@ func (s *Service) RotateJWTKey(ctx context.Context, force bool) (RotationResult,
 		// Also when the key that signs does not open under this AUTH_SECRET (the secret was
 		// changed): without a new key no JWT could be made until the next scheduled rotation.
 		r.ActiveFrom = now.Add(jwtKeyLead)
-		if _, err := s.addKey(ctx, ks.keys[0].row.Generation+1, r.ActiveFrom, now); err != nil {
+		if _, err := s.addKey(ctx, ks.maxGeneration+1, r.ActiveFrom, now); err != nil {
 			return r, err
 		}
 	}
@@ -430,6 +460,66 @@ func (s *Service) RotateJWTKey(ctx context.Context, force bool) (RotationResult,
 	return r, nil
 }
 
+// RotateJWTKeyNow replaces every signing key with a new one that signs at once: for a key that
+// may have leaked (`codeauth jwt:rotate --now`). Every other key leaves the table and so the
+// JWKS, and JWTs they signed stop verifying as soon as verifiers fetch the JWKS again (it may be
+// cached for JWKSMaxAge; most verifiers also fetch it at once on meeting an unknown kid). This
+// instance stops handing out JWTs of the old keys at once, other instances at their next read of
+// the table (jwtKeyReload). The price: a verifier that cached the JWKS before the new key existed
+// meets its kid before it fetches again, where the scheduled rotation publishes a key ahead.
+func (s *Service) RotateJWTKeyNow(ctx context.Context) (RotationResult, error) {
+	var r RotationResult
+	now := s.now()
+	s.jwt.load.Lock()
+	defer s.jwt.load.Unlock()
+	ks, err := s.readKeys(ctx, now)
+	if err != nil {
+		return r, err
+	}
+	stored, err := s.addKey(ctx, ks.maxGeneration+1, now, now)
+	if err != nil {
+		return r, err
+	}
+	if !stored {
+		return r, errors.New("auth: another instance added a signing key at this moment; run the command again")
+	}
+	rows, err := s.store.SigningKeys(ctx)
+	if err != nil {
+		return r, err
+	}
+	var gone []string
+	for _, row := range rows {
+		if row.Generation == ks.maxGeneration+1 {
+			r.Added = row.ID
+			continue
+		}
+		gone = append(gone, row.ID)
+	}
+	if r.Removed, err = s.store.DeleteSigningKeys(ctx, gone); err != nil {
+		return r, err
+	}
+	if ks, err = s.readKeys(ctx, now); err != nil {
+		return r, err
+	}
+	s.jwt.keys.Store(ks)
+	r.ActiveFrom = now
+	return r, nil
+}
+
+// RotateJWTKeyNowJob is RotateJWTKeyNow as a task run under the rotation job's lock, so it never
+// races the scheduled rotation.
+func (s *Service) RotateJWTKeyNowJob() Job {
+	return Job{Name: JobRotateJWTKey, Run: func(ctx context.Context) error {
+		r, err := s.RotateJWTKeyNow(ctx)
+		if err != nil {
+			return err
+		}
+		s.log.WarnContext(ctx, "replaced every JWT signing key: JWTs signed before no longer verify", "job", JobRotateJWTKey,
+			"kid", r.Added, "removed", r.Removed)
+		return nil
+	}}
+}
+
 // RotateJWTKeyJob is the task JobRotateJWTKey, which the server runs every few minutes
 // (server.PruneInterval): cheap when nothing is due, and a rotation is never late by more.
 // With force it rotates at once, as `codeauth jwt:rotate` does.
@@ -453,56 +543,74 @@ func (s *Service) RotateJWTKeyJob(force bool) Job {
 	}}
 }
 
-// jwtCache keeps the JWT last made for each session, bounded: two maps, and when the newer
-// fills to half the bound the older is dropped, so the most recently used JWTs stay.
+// jwtCache keeps the JWT last made for each session, bounded, in shards that each have their own
+// lock, so parallel session checks do not queue on one mutex. Each shard keeps two maps, and when
+// the newer fills to half the shard's bound the older is dropped, so the most recently used JWTs
+// stay.
 type jwtCache struct {
+	shards [jwtCacheShards]jwtCacheShard
+}
+
+// jwtCacheShards is how many shards the cache has: enough that two cores rarely meet on one.
+const jwtCacheShards = 32
+
+type jwtCacheShard struct {
 	mu       sync.Mutex
 	cur, old map[string]cachedJWT
 }
 
-// cachedJWT is a JWT with what it says about its user, which must still hold for it to be
-// reused, and the time it is due for renewal.
-type cachedJWT struct {
-	token, userID, email, name string
-	verified                   bool
-	renew                      time.Time
+// jwtCacheSeed seeds the hash that picks a session's shard.
+var jwtCacheSeed = maphash.MakeSeed()
+
+func (c *jwtCache) shard(sessionID string) *jwtCacheShard {
+	return &c.shards[maphash.String(jwtCacheSeed, sessionID)%jwtCacheShards]
 }
 
-// get returns the JWT kept for st's session if it is not due for renewal and the user it names
-// is unchanged. Its expiry, capped by the session's, needs no check: a session's expiry only
-// moves later.
-func (c *jwtCache) get(st *SessionState, now time.Time) (string, bool) {
-	c.mu.Lock()
-	e, ok := c.cur[st.Session.ID]
+// cachedJWT is a JWT with what it says about its user, which must still hold for it to be
+// reused, the key that signed it, and the time it is due for renewal.
+type cachedJWT struct {
+	token, kid, userID, email, name string
+	verified                        bool
+	renew                           time.Time
+}
+
+// get returns the JWT kept for st's session, with the id of its key, if it is not due for
+// renewal and the user it names is unchanged. Its expiry, capped by the session's, needs no
+// check: a session's expiry only moves later.
+func (c *jwtCache) get(st *SessionState, now time.Time) (token, kid string, ok bool) {
+	sh := c.shard(st.Session.ID)
+	sh.mu.Lock()
+	e, ok := sh.cur[st.Session.ID]
 	if !ok {
-		if e, ok = c.old[st.Session.ID]; ok {
-			c.putLocked(st.Session.ID, e)
+		if e, ok = sh.old[st.Session.ID]; ok {
+			sh.putLocked(st.Session.ID, e)
 		}
 	}
-	c.mu.Unlock()
+	sh.mu.Unlock()
 	u := &st.User
 	if !ok || !now.Before(e.renew) || e.userID != u.ID || e.email != u.Email || e.name != u.Name ||
 		e.verified != u.EmailVerified {
-		return "", false
+		return "", "", false
 	}
-	return e.token, true
+	return e.token, e.kid, true
 }
 
-// put keeps token for st's session until renew.
-func (c *jwtCache) put(st *SessionState, token string, renew time.Time) {
+// put keeps token, signed with the key kid, for st's session until renew.
+func (c *jwtCache) put(st *SessionState, token, kid string, renew time.Time) {
 	u := &st.User
 	// Copies: a session read from the cookie cache has its strings cut from one larger string,
 	// which the entry would otherwise keep alive.
-	e := cachedJWT{token: token, userID: strings.Clone(u.ID), email: strings.Clone(u.Email), name: strings.Clone(u.Name),
-		verified: u.EmailVerified, renew: renew}
-	c.mu.Lock()
-	c.putLocked(st.Session.ID, e)
-	c.mu.Unlock()
+	e := cachedJWT{token: token, kid: kid, userID: strings.Clone(u.ID), email: strings.Clone(u.Email),
+		name: strings.Clone(u.Name), verified: u.EmailVerified, renew: renew}
+	sh := c.shard(st.Session.ID)
+	sh.mu.Lock()
+	sh.putLocked(st.Session.ID, e)
+	sh.mu.Unlock()
 }
 
-func (c *jwtCache) putLocked(id string, e cachedJWT) {
-	if c.cur == nil || len(c.cur) >= jwtCacheSize/2 {
-		c.old, c.cur = c.cur, make(map[string]cachedJWT)
+func (sh *jwtCacheShard) putLocked(id string, e cachedJWT) {
+	if sh.cur == nil || len(sh.cur) >= jwtCacheSize/jwtCacheShards/2 {
+		sh.old, sh.cur = sh.cur, make(map[string]cachedJWT)
 	}
-	c.cur[id] = e
+	sh.cur[id] = e
 }

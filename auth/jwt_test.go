@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func jwtTestService(t testing.TB) (*Service, *SessionState) {
 	if err != nil || k.signer == nil {
 		t.Fatalf("the key does not open: %v", err)
 	}
-	s.jwt.keys.Store(&keyset{readAt: now, keys: []signingKey{k}})
+	s.jwt.keys.Store(&keyset{readAt: now, goodAt: now, keys: []signingKey{k}, maxGeneration: 1})
 	st := &SessionState{Token: strings.Repeat("T", tokenLength),
 		Session: models.Session{ID: "5b0c6a64-2d7e-4f0e-9a53-0d6f4c1e2b3a", UserID: "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
 			ExpiresAt: now.Add(time.Hour), AbsoluteExpiresAt: now.Add(time.Hour), UpdatedAt: now},
@@ -44,7 +45,7 @@ func jwtTestService(t testing.TB) (*Service, *SessionState) {
 func TestSignJWT_ExpiresWithTheSession(t *testing.T) {
 	s, st := jwtTestService(t)
 	st.Session.ExpiresAt = s.now().Add(time.Minute)
-	token, _, err := s.signJWT(context.Background(), st, s.now())
+	token, _, _, err := s.signJWT(context.Background(), st, s.now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func BenchmarkSignJWT(b *testing.B) {
 	ctx, now := context.Background(), s.now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := s.signJWT(ctx, st, now); err != nil {
+		if _, _, _, err := s.signJWT(ctx, st, now); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -94,7 +95,7 @@ func BenchmarkSessionJWTReused(b *testing.B) {
 // library (go-jose here) and the JWKS key: parse, verify the signature, decode the claims.
 func BenchmarkVerifyJWT(b *testing.B) {
 	s, st := jwtTestService(b)
-	token, _, err := s.signJWT(context.Background(), st, s.now())
+	token, _, _, err := s.signJWT(context.Background(), st, s.now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,4 +115,76 @@ func BenchmarkVerifyJWT(b *testing.B) {
 			b.Fatal("bad claims", err)
 		}
 	}
+}
+
+// An instance that cannot read the key table signs with the keys it read last only while every
+// JWT it makes is sure to verify: up to jwtKeyLead after its last good read; then signing fails
+// as the database's unavailability (503 on /token, no JWT header on get-session).
+func TestSignJWT_StaleKeysStopSigning(t *testing.T) {
+	s, st := jwtTestService(t)
+	now := s.now()
+	ks := *s.jwt.keys.Load()
+	ks.readAt, ks.goodAt = now, now.Add(-jwtKeyLead+time.Second) // tried just now, failed
+	s.jwt.keys.Store(&ks)
+	if _, _, _, err := s.signJWT(context.Background(), st, now); err != nil {
+		t.Fatalf("within the lead: %v", err)
+	}
+	ks.goodAt = now.Add(-jwtKeyLead - time.Second)
+	s.jwt.keys.Store(&ks)
+	if _, _, _, err := s.signJWT(context.Background(), st, now); !models.Unavailable(err) {
+		t.Fatalf("past the lead: %v, want the database's unavailability", err)
+	}
+}
+
+// The reuse cache is split in shards, each bounded, and a JWT is found again in its shard.
+func TestJWTCache_Shards(t *testing.T) {
+	var c jwtCache
+	now := time.Now()
+	st := &SessionState{User: models.User{ID: "u"}}
+	for i := range jwtCacheSize * 2 {
+		st.Session.ID = fmt.Sprintf("session-%d", i)
+		c.put(st, "token", "kid", now.Add(time.Minute))
+	}
+	total := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		n := len(sh.cur) + len(sh.old)
+		if n > jwtCacheSize/jwtCacheShards {
+			t.Fatalf("shard %d holds %d, past its bound", i, n)
+		}
+		total += n
+	}
+	if total < jwtCacheSize/2 {
+		t.Fatalf("the cache holds %d of %d", total, jwtCacheSize)
+	}
+	st.Session.ID = fmt.Sprintf("session-%d", jwtCacheSize*2-1)
+	if token, kid, ok := c.get(st, now); !ok || token != "token" || kid != "kid" {
+		t.Fatalf("the last JWT put is not found: %q %q %v", token, kid, ok)
+	}
+}
+
+// BenchmarkSessionJWTReusedParallel is what get-session pays for set-auth-jwt on most reads, from
+// every core at once.
+func BenchmarkSessionJWTReusedParallel(b *testing.B) {
+	s, _ := jwtTestService(b)
+	const sessions = 1024
+	states := make([]*SessionState, sessions)
+	for i := range states {
+		_, st := jwtTestService(b)
+		st.Session.ID = fmt.Sprintf("%08d-2d7e-4f0e-9a53-0d6f4c1e2b3a", i)
+		states[i] = st
+		if _, err := s.SessionJWT(context.Background(), st); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := s.SessionJWT(context.Background(), states[i%sessions]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 }

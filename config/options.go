@@ -180,7 +180,7 @@ var options = []option{
 		doc: "The `aud` claim of the JWTs.",
 		set: func(c *Config, v string) error { return setClaim(&c.JWTAudience, v) }},
 	{name: "AUTH_JWT_ROTATE", def: hours(auth.DefaultJWTRotation), shown: days(hours(auth.DefaultJWTRotation), auth.DefaultJWTRotation),
-		doc: fmt.Sprintf("How long a JWT signing key signs before a new one replaces it (the old one stays in the JWKS until its JWTs have expired); at least %s. `codeauth jwt:rotate` rotates at once.", auth.MinJWTRotation),
+		doc: fmt.Sprintf("How long a JWT signing key signs before a new one replaces it (the old one stays in the JWKS until its JWTs have expired); at least %s. `codeauth jwt:rotate` rotates at once (`--now`: replaces every key at once, for a key that may have leaked).", auth.MinJWTRotation),
 		set: func(c *Config, v string) error {
 			d, err := parseDuration(v)
 			if err != nil || d < auth.MinJWTRotation {
