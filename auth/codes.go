@@ -32,10 +32,15 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	if err != nil {
 		return err
 	}
+	withhold, err := s.withholdCode(ctx, email)
+	if err != nil {
+		return err
+	}
 	// The outbox delivers the e-mail after the commit, so the answer never waits on (or reveals
-	// anything through) the provider.
+	// anything through) the provider. An e-mail withheld (sign-up gating) is stored and handled as
+	// any other, and never handed to the provider.
 	d, err := s.compose.SignInCode(email, code)
-	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "sign-in-code:" + email})
+	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "sign-in-code:" + email, Withhold: withhold})
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	// JWT says what the session JWTs claim and how often their key rotates; an empty Issuer or
 	// Audience is SiteURL, and a zero Rotation DefaultJWTRotation.
 	JWT JWTOptions
+	// SignUp says who may create an account (AUTH_DISABLE_SIGNUP, AUTH_ALLOWED_EMAIL_DOMAINS);
+	// the zero value lets anyone.
+	SignUp SignUpPolicy
 	// NewDeviceNotice e-mails an account when it signs in from a device it has not used for
 	// KnownDeviceWindow (AUTH_NEW_DEVICE_NOTICE).
 	NewDeviceNotice bool
@@ -80,6 +83,8 @@ type Service struct {
 	log           *slog.Logger
 	revoked       *revocations
 	adminEmails   map[string]bool
+	// signUp is Options.SignUp.
+	signUp SignUpPolicy
 	// newDeviceNotice is Options.NewDeviceNotice.
 	newDeviceNotice bool
 	jwt             *jwts
@@ -113,6 +118,7 @@ func New(opts Options) (*Service, error) {
 		revoked:         newRevocations(),
 		adminEmails:     map[string]bool{},
 		newDeviceNotice: opts.NewDeviceNotice,
+		signUp:          opts.SignUp,
 		pruneBatch:      pruneBatch,
 	}
 	if s.clock == nil {

@@ -86,6 +86,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		GraceCutoff: now.Add(-s.deletionGrace),
 		Now:         now,
 		Admin:       s.adminEmails[email],
+		NoSignUp:    !s.signUp.mayCreate(email),
 	}
 	if s.newDeviceNotice {
 		device := DeviceOf(sess.UserAgent)
@@ -101,6 +102,9 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	done, err := s.store.CompleteSignIn(ctx, signIn)
 	if errors.Is(err, models.ErrBanned) {
 		err = ErrBanned
+	}
+	if errors.Is(err, models.ErrSignUpClosed) {
+		err = ErrInvalidOTP // as a wrong code: nothing says whether the address has an account
 	}
 	if errors.Is(err, models.ErrLost) {
 		err = ErrInvalidOTP // a parallel request used the code first

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"codeauth/auth"
 )
 
 // MinSecretLength is the shortest AUTH_SECRET accepted, in bytes. HMAC-SHA256 keys shorter than
@@ -49,6 +51,8 @@ type Config struct {
 	Secret []byte
 	// NewDeviceNotice is AUTH_NEW_DEVICE_NOTICE.
 	NewDeviceNotice bool
+	// SignUp is who may create an account: AUTH_DISABLE_SIGNUP and AUTH_ALLOWED_EMAIL_DOMAINS.
+	SignUp auth.SignUpPolicy
 	// AdminEmails are AUTH_ADMIN_EMAILS, normalised.
 	AdminEmails []string
 	// TrustedOrigins are the extra origins of AUTH_TRUSTED_ORIGINS, normalised.

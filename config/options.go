@@ -94,6 +94,23 @@ var options = []option{
 			}
 			return errors.Join(errs...)
 		}},
+	{name: "AUTH_DISABLE_SIGNUP", def: "false",
+		doc: "`true`: only existing accounts sign in, and no new account is made. Nothing tells whether an address has an account: a code is asked for as usual (and sent only to an address with one), and a verification that would create an account fails as a wrong code does.",
+		set: func(c *Config, v string) error { return parseSwitch(v, &c.SignUp.Closed) }},
+	{name: "AUTH_ALLOWED_EMAIL_DOMAINS",
+		doc: "Domains, comma-separated (`example.com,example.org`): new accounts only for addresses at these (exactly, not their subdomains); existing accounts of other domains still sign in. The same rules as `AUTH_DISABLE_SIGNUP` keep it from telling who has an account.",
+		set: func(c *Config, v string) error {
+			var errs []error
+			for _, item := range splitList(v) {
+				domain, ok := auth.NormalizeDomain(item)
+				if !ok {
+					errs = append(errs, fmt.Errorf("%q is not a domain", item))
+					continue
+				}
+				c.SignUp.Domains = append(c.SignUp.Domains, domain)
+			}
+			return errors.Join(errs...)
+		}},
 	{name: "AUTH_ADMIN_EMAILS",
 		doc: "Addresses, comma-separated, whose accounts get the admin role when they are created or next sign in: how a fresh install gets its first admin. Removing an address later does not take the role away (`set-role` does).",
 		set: func(c *Config, v string) error {

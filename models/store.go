@@ -109,6 +109,8 @@ var (
 	// ErrLost means a row the change depended on went or changed since it was read: a code used
 	// by a parallel request, an address changed meanwhile. Nothing was changed.
 	ErrLost = errors.New("models: the row changed since it was read")
+	// ErrSignUpClosed means a sign-in would have created an account that may not be created.
+	ErrSignUpClosed = errors.New("models: sign-up is closed for the address")
 	// ErrBanned means the account is banned: it may not sign in.
 	ErrBanned = errors.New("models: the account is banned")
 	// ErrInvalidQuery means a query named a field, an operator or a value the store does not

@@ -27,6 +27,9 @@ type SignIn struct {
 	Now         time.Time
 	// Admin makes the account an admin (its address is one of AUTH_ADMIN_EMAILS).
 	Admin bool
+	// NoSignUp refuses to create an account (sign-up gating): a sign-in that would is
+	// ErrSignUpClosed, and nothing is written.
+	NoSignUp bool
 	// DeviceKey, when set, records the device signing in as known to the account (KnownDevice);
 	// NewDevice makes the notice queued when an existing account was not seen on it since
 	// DeviceCutoff (it is called only then, so a sign-in from a known device prepares no e-mail).
@@ -85,6 +88,9 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		user, created, err := settleUser(tx, in, found)
 		if err != nil {
 			return err
+		}
+		if created && in.NoSignUp {
+			return ErrSignUpClosed
 		}
 		if user, err = settleAccess(tx, in, user); err != nil {
 			return err

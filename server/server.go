@@ -167,6 +167,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},
 		AdminEmails:            cfg.AdminEmails,
 		NewDeviceNotice:        cfg.NewDeviceNotice,
+		SignUp:                 cfg.SignUp,
 		Now:                    opts.Now,
 		Logger:                 log,
 	})

@@ -67,6 +67,10 @@ type Entry struct {
 	Cooldown int
 	// Reauth means a signed-in person is asked to sign in again before a sensitive change.
 	Reauth bool
+	// SignUpNote says who may create an account here when sign-up is gated (AUTH_DISABLE_SIGNUP,
+	// AUTH_ALLOWED_EMAIL_DOMAINS); empty when anyone may. With it, the code step does not claim
+	// that a code was sent, since it was not for an address that could never use it.
+	SignUpNote string
 }
 
 // ResendCooldown is the wait, in seconds, before the page offers to send another code. It is

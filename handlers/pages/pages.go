@@ -188,9 +188,25 @@ func (h *Pages) signInPage(mode views.Mode) fiber.Handler {
 	}
 }
 
+// signUpNote says, in words, who may create an account when sign-up is gated; "" when anyone may.
+func (h *Pages) signUpNote() string {
+	policy := h.auth.SignUp()
+	switch {
+	case policy.Closed:
+		return "New accounts can't be created here: only existing accounts can sign in."
+	case len(policy.Domains) == 1:
+		return "New accounts are for addresses at " + policy.Domains[0] + "."
+	case len(policy.Domains) > 1:
+		last := len(policy.Domains) - 1
+		return "New accounts are for addresses at " + strings.Join(policy.Domains[:last], ", ") + " and " + policy.Domains[last] + "."
+	}
+	return ""
+}
+
 // renderEntry answers with the code-entry component: the fragment for htmx, else the whole page
 // of its mode.
 func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
+	e.SignUpNote = h.signUpNote()
 	if isHTMX(c) {
 		return render(c, status, views.CodeEntry(e))
 	}
@@ -440,8 +456,10 @@ func (h *Pages) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entr
 	}
 	if entry != nil {
 		view.Entry = *entry
+		view.Entry.SignUpNote = h.signUpNote()
 	} else {
-		view.Entry = views.Entry{Mode: views.ModeCheckout, Step: views.StepEmail, Email: purchase.Email, Purchase: purchase.ID}
+		view.Entry = views.Entry{Mode: views.ModeCheckout, Step: views.StepEmail, Email: purchase.Email, Purchase: purchase.ID,
+			SignUpNote: h.signUpNote()}
 	}
 	return render(c, status, views.CheckoutPage(p, view))
 }
