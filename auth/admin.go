@@ -132,6 +132,9 @@ func (s *Service) SetRole(ctx context.Context, st *SessionState, id string, role
 		return models.User{}, ErrNoSuchUser
 	}
 	u, err := s.store.SetRole(ctx, id, role, s.now())
+	if err == nil {
+		s.record(ctx, AuditRoleSet, st.User.ID, id, map[string]any{"role": role})
+	}
 	return u, notFoundAs(err, ErrNoSuchUser, "setting a role")
 }
 
@@ -147,7 +150,14 @@ func (s *Service) AdminUpdateUser(ctx context.Context, st *SessionState, id stri
 	if !canonicalUUID(id) {
 		return models.User{}, ErrNoSuchUser
 	}
-	return s.UpdateUser(ctx, id, in)
+	u, err := s.UpdateUser(ctx, id, in)
+	if errors.Is(err, ErrUserNotFound) {
+		return u, ErrNoSuchUser
+	}
+	if err == nil {
+		s.record(ctx, AuditUserUpdated, st.User.ID, id, map[string]any{"name": in.Name != nil, "image": in.SetImage})
+	}
+	return u, err
 }
 
 // BanUser bans an account, for expiresIn (0: for good) and with reason (may be ""), and ends
@@ -180,6 +190,7 @@ func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason stri
 		return models.User{}, notFoundAs(err, ErrNoSuchUser, "banning an account")
 	}
 	s.revokeLocally(ended)
+	s.record(ctx, AuditBanned, st.User.ID, id, map[string]any{"reason": reason, "expires": until, "sessions_ended": len(ended)})
 	return u, nil
 }
 
@@ -192,6 +203,9 @@ func (s *Service) UnbanUser(ctx context.Context, st *SessionState, id string) (m
 		return models.User{}, ErrNoSuchUser
 	}
 	u, err := s.store.Unban(ctx, id, s.now())
+	if err == nil {
+		s.record(ctx, AuditUnbanned, st.User.ID, id, nil)
+	}
 	return u, notFoundAs(err, ErrNoSuchUser, "unbanning an account")
 }
 
@@ -229,6 +243,7 @@ func (s *Service) RevokeUserSession(ctx context.Context, st *SessionState, handl
 		return ErrSessionNotFound
 	}
 	s.revokeLocally([]string{ended})
+	s.record(ctx, AuditSessionRevoked, st.User.ID, "", map[string]any{"sessions": []string{ended}, "by": "admin"})
 	return nil
 }
 
@@ -245,6 +260,7 @@ func (s *Service) RevokeUserSessions(ctx context.Context, st *SessionState, id s
 		return err
 	}
 	s.revokeLocally(ended)
+	s.record(ctx, AuditSessionRevoked, st.User.ID, id, map[string]any{"sessions": ended, "by": "admin"})
 	return nil
 }
 
@@ -266,6 +282,7 @@ func (s *Service) RemoveUser(ctx context.Context, st *SessionState, id string) e
 		return notFoundAs(err, ErrNoSuchUser, "removing an account")
 	}
 	s.revokeLocally(ended)
+	s.record(ctx, AuditUserRemoved, st.User.ID, id, map[string]any{"sessions_ended": len(ended)})
 	return nil
 }
 
@@ -296,8 +313,9 @@ func (s *Service) Impersonate(ctx context.Context, st *SessionState, id string, 
 	admin := st.User.ID
 	sess.ImpersonatedBy = &admin
 	if err := s.store.CreateSession(ctx, sess); err != nil {
-		return nil, err
+		return nil, notFoundAs(err, ErrNoSuchUser, "opening an impersonation session")
 	}
+	s.record(ctx, AuditImpersonationStarted, st.User.ID, target.ID, map[string]any{"session": sess.ID, "expires": end})
 	return &SessionState{Session: sess, User: target, Token: token}, nil
 }
 
@@ -319,6 +337,7 @@ func (s *Service) StopImpersonating(ctx context.Context, st *SessionState, admin
 	if err := s.SignOut(ctx, st.Token); err != nil {
 		return nil, err
 	}
+	s.record(ctx, AuditImpersonationStopped, admin.User.ID, st.User.ID, map[string]any{"session": st.Session.ID})
 	return admin, nil
 }
 

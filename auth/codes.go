@@ -114,6 +114,10 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 	}
 	s.stats.codeComparisons.Add(1)
 	if !sameHash(spent.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
+		if lockable && spent.Failures == s.maxFailures {
+			// This failure was the last the address had: it is locked for the rest of the window.
+			s.record(ctx, AuditVerificationLocked, "", "", map[string]any{"address": maskEmail(email)})
+		}
 		return nil, ErrInvalidOTP
 	}
 	return &spent.Verification, nil

@@ -57,6 +57,11 @@ func (s *Service) setMarketingConsent(ctx context.Context, userID string, ev Con
 			what = "marketing consent granted"
 		}
 		s.log.InfoContext(ctx, what, "user_id", userID, "source", event.Source, "wording", MarketingWording)
+		action := AuditConsentWithdrawn
+		if granted {
+			action = AuditConsentGranted
+		}
+		s.record(ctx, action, userID, userID, map[string]any{"kind": "marketing", "source": event.Source, "wording": MarketingWording})
 	}
 	return nil
 }

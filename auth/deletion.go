@@ -61,6 +61,7 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 	s.revokeLocally(revoked)
 	s.outbox.Kick()
 	s.log.InfoContext(ctx, "account deleted, restorable until purge", "user_id", userID, "purge_at", purgeAt)
+	s.record(ctx, AuditDeletionRequested, userID, userID, map[string]any{"purge_at": purgeAt, "sessions_ended": len(revoked)})
 	return purgeAt, nil
 }
 
@@ -93,6 +94,9 @@ func (s *Service) deletionNotices(user models.User, links []models.Verification,
 // consent records. Purchases are kept, unlinked.
 func (s *Service) PurgeDeletedAccounts(ctx context.Context) (int64, error) {
 	n, err := s.store.PurgeDeleted(ctx, s.now().Add(-s.deletionGrace))
+	if n > 0 {
+		s.record(ctx, AuditPurged, "", "", map[string]any{"accounts": n})
+	}
 	if err != nil {
 		return n, fmt.Errorf("auth: purging deleted accounts: %w", err)
 	}

@@ -99,6 +99,8 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 	}
 	s.stats.codesIssued.Add(1)
 	s.outbox.Kick()
+	// Recorded whether or not the address is taken, so the work done does not tell.
+	s.record(ctx, AuditEmailChangeRequested, user.ID, user.ID, map[string]any{"to": maskEmail(email), "by": "code"})
 	return nil
 }
 
@@ -153,6 +155,7 @@ func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, 
 		return err
 	}
 	s.outbox.Kick()
+	s.record(ctx, AuditEmailChangeRequested, user.ID, user.ID, map[string]any{"to": maskEmail(email), "by": "link"})
 	return nil
 }
 
@@ -241,6 +244,8 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 	s.revokeLocally(revoked)
 	s.outbox.Kick()
 	s.log.InfoContext(ctx, "e-mail address changed", "user_id", userID, "sessions_ended", len(revoked))
+	s.record(ctx, AuditEmailChanged, userID, userID, map[string]any{"from": maskEmail(oldEmail), "to": maskEmail(newEmail),
+		"sessions_ended": len(revoked)})
 	return user, nil
 }
 
@@ -307,6 +312,8 @@ func (s *Service) RestoreEmail(ctx context.Context, token string) (models.User, 
 	}
 	s.revokeLocally(revoked)
 	s.log.InfoContext(ctx, "e-mail address restored", "user_id", user.ID, "sessions_ended", len(revoked), "undeleted", locked.DeletedAt.Valid)
+	s.record(ctx, AuditEmailRestored, "", user.ID, map[string]any{"to": maskEmail(v.Email), "sessions_ended": len(revoked),
+		"undeleted": locked.DeletedAt.Valid})
 	user = locked
 	user.Email, user.EmailVerified, user.DeletedAt = v.Email, true, models.User{}.DeletedAt
 	return user, nil

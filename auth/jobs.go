@@ -21,6 +21,7 @@ type pruneStore interface {
 	PruneCodes(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneSessions(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneKnownDevices(ctx context.Context, cutoff time.Time, limit int) (int64, error)
+	PruneAudit(ctx context.Context, cutoff time.Time, limit int) (int64, error)
 }
 
 // PruneResult counts the rows a prune removed, and the statements it took.
@@ -32,6 +33,8 @@ type PruneResult struct {
 	Outbox int64
 	// KnownDevices counts devices unseen for KnownDeviceWindow.
 	KnownDevices int64
+	// Audit counts audit events older than AUTH_AUDIT_RETENTION.
+	Audit int64
 	// Statements counts the DELETE statements run, each removing at most a batch.
 	Statements int
 }
@@ -61,6 +64,7 @@ func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 		{"codes", &r.Verifications, s.store.PruneCodes, now},
 		{"sessions", &r.Sessions, s.store.PruneSessions, now},
 		{"known devices", &r.KnownDevices, s.store.PruneKnownDevices, now.Add(-KnownDeviceWindow)},
+		{"audit events", &r.Audit, s.store.PruneAudit, now.Add(-s.auditRetention)},
 		{"the outbox", &r.Outbox, s.outbox.PruneGivenUp, now.Add(-OutboxRetention)},
 	}
 	for _, t := range tables {
@@ -94,7 +98,7 @@ func (s *Service) PruneJob() Job {
 		r, err := s.PruneExpired(ctx)
 		if err == nil {
 			s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle, "throttles", r.Throttles,
-				"codes", r.Verifications, "sessions", r.Sessions, "known_devices", r.KnownDevices, "e-mails", r.Outbox,
+				"codes", r.Verifications, "sessions", r.Sessions, "known_devices", r.KnownDevices, "audit_events", r.Audit, "e-mails", r.Outbox,
 				"statements", r.Statements)
 		}
 		return err

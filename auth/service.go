@@ -27,6 +27,7 @@ type Store interface {
 	sessionStore
 	jwtStore
 	adminStore
+	auditStore
 	mail.Store
 }
 
@@ -56,6 +57,9 @@ type Options struct {
 	// SignUp says who may create an account (AUTH_DISABLE_SIGNUP, AUTH_ALLOWED_EMAIL_DOMAINS);
 	// the zero value lets anyone.
 	SignUp SignUpPolicy
+	// AuditRetention is how long audit events are kept (AUTH_AUDIT_RETENTION); zero means
+	// DefaultAuditRetention.
+	AuditRetention time.Duration
 	// NewDeviceNotice e-mails an account when it signs in from a device it has not used for
 	// KnownDeviceWindow (AUTH_NEW_DEVICE_NOTICE).
 	NewDeviceNotice bool
@@ -83,6 +87,8 @@ type Service struct {
 	log           *slog.Logger
 	revoked       *revocations
 	adminEmails   map[string]bool
+	// auditRetention is Options.AuditRetention.
+	auditRetention time.Duration
 	// signUp is Options.SignUp.
 	signUp SignUpPolicy
 	// newDeviceNotice is Options.NewDeviceNotice.
@@ -119,6 +125,7 @@ func New(opts Options) (*Service, error) {
 		adminEmails:     map[string]bool{},
 		newDeviceNotice: opts.NewDeviceNotice,
 		signUp:          opts.SignUp,
+		auditRetention:  opts.AuditRetention,
 		pruneBatch:      pruneBatch,
 	}
 	if s.clock == nil {
@@ -136,6 +143,9 @@ func New(opts Options) (*Service, error) {
 			return nil, fmt.Errorf("auth: an admin address %q: %w", raw, err)
 		}
 		s.adminEmails[email] = true
+	}
+	if s.auditRetention <= 0 {
+		s.auditRetention = DefaultAuditRetention
 	}
 	if s.maxFailures <= 0 {
 		s.maxFailures = DefaultMaxFailedVerifications

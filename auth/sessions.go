@@ -43,7 +43,7 @@ type sessionStore interface {
 	SessionQueries() int64
 	DeleteSession(ctx context.Context, id string) error
 	RefreshSession(ctx context.Context, id string, expires, now time.Time) (bool, error)
-	EndSession(ctx context.Context, hash string) (string, error)
+	EndSession(ctx context.Context, hash string) (id, userID string, err error)
 	ListSessions(ctx context.Context, userID string, now time.Time) ([]models.Session, error)
 	EndUserSession(ctx context.Context, userID, id, tokenHash string) (string, error)
 	EndUserSessions(ctx context.Context, userID, keep string) ([]string, error)
@@ -174,12 +174,13 @@ func (s *Service) SignOut(ctx context.Context, token string) error {
 	if !WellFormedToken(token) {
 		return nil
 	}
-	id, err := s.store.EndSession(ctx, hashToken(token))
+	id, userID, err := s.store.EndSession(ctx, hashToken(token))
 	if err != nil || id == "" {
 		return err
 	}
 	// Cookie caches issued by this instance stop answering for it at once.
 	s.revokeLocally([]string{id})
+	s.record(ctx, AuditSignOut, userID, userID, map[string]any{"session": id})
 	return nil
 }
 
@@ -228,6 +229,7 @@ func (s *Service) RevokeSession(ctx context.Context, st *SessionState, handle st
 		return false, ErrSessionNotFound
 	}
 	s.revokeLocally([]string{ended})
+	s.record(ctx, AuditSessionRevoked, st.User.ID, st.User.ID, map[string]any{"sessions": []string{ended}})
 	return ended == st.Session.ID, nil
 }
 
@@ -242,6 +244,9 @@ func (s *Service) RevokeSessions(ctx context.Context, st *SessionState, keepCurr
 		return err
 	}
 	s.revokeLocally(ended)
+	if len(ended) > 0 {
+		s.record(ctx, AuditSessionRevoked, st.User.ID, st.User.ID, map[string]any{"sessions": ended})
+	}
 	return nil
 }
 

@@ -87,6 +87,18 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		Now:         now,
 		Admin:       s.adminEmails[email],
 		NoSignUp:    !s.signUp.mayCreate(email),
+		// The event is written in the sign-in's transaction, from what the sign-in turned out
+		// to be.
+		Audit: func(o models.SignInOutcome) models.AuditEvent {
+			action := AuditSignIn
+			switch {
+			case o.Created:
+				action = AuditSignUp
+			case o.Restored:
+				action = AuditDeletionRestored
+			}
+			return s.auditEvent(ctx, action, o.UserID, o.UserID, map[string]any{"method": "email-otp", "new_device": o.NewDevice})
+		},
 	}
 	if s.newDeviceNotice {
 		device := DeviceOf(sess.UserAgent)

@@ -118,6 +118,7 @@ func TestPruneExpired_InBatches(t *testing.T) {
 		var sessions []models.Session
 		var records []models.OutboxMessage
 		var devices []models.KnownDevice
+		var events []models.AuditEvent
 		for i := range 36 {
 			expiry := past
 			if i == 0 {
@@ -129,6 +130,13 @@ func TestPruneExpired_InBatches(t *testing.T) {
 			}
 			if i < 21 {
 				sessions = append(sessions, models.Session{ID: uuid.NewString(), Token: fmt.Sprintf("t%d", i), UserID: user.ID, ExpiresAt: expiry, AbsoluteExpiresAt: future, CreatedAt: now, UpdatedAt: now})
+			}
+			if i < 12 {
+				at := now.Add(-auth.DefaultAuditRetention - time.Second)
+				if i == 0 {
+					at = now
+				}
+				events = append(events, models.AuditEvent{ID: uuid.NewString(), At: at, Action: auth.AuditSignIn, Detail: "{}"})
 			}
 			if i < 13 {
 				seen := now.Add(-auth.KnownDeviceWindow - time.Second)
@@ -146,7 +154,7 @@ func TestPruneExpired_InBatches(t *testing.T) {
 					Status: "abandoned", NextAttemptAt: givenUp, CreatedAt: givenUp.Add(-time.Hour), GivenUpAt: &givenUp})
 			}
 		}
-		for _, rows := range []any{throttles, codes, sessions, records, devices} {
+		for _, rows := range []any{throttles, codes, sessions, records, devices, events} {
 			if err := e.DB.Create(rows).Error; err != nil {
 				t.Fatal(err)
 			}
@@ -156,12 +164,13 @@ func TestPruneExpired_InBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		// 35 expired counters take four statements (10, 10, 10, 5), 23 codes three, 20 sessions
-		// three (the last finds none), 12 devices two, 10 records two.
-		want := auth.PruneResult{Throttles: 35, Verifications: 23, Sessions: 20, KnownDevices: 12, Outbox: 10, Statements: 4 + 3 + 3 + 2 + 2}
+		// three (the last finds none), 12 devices two, 11 audit events two, 10 records two.
+		want := auth.PruneResult{Throttles: 35, Verifications: 23, Sessions: 20, KnownDevices: 12, Audit: 11, Outbox: 10,
+			Statements: 4 + 3 + 3 + 2 + 2 + 2}
 		if res != want {
 			t.Fatalf("pruned %+v, want %+v", res, want)
 		}
-		for name, model := range map[string]any{"throttle": &models.AuthThrottle{}, "code": &models.Verification{}, "session": &models.Session{}, "record": &models.OutboxMessage{}, "device": &models.KnownDevice{}} {
+		for name, model := range map[string]any{"throttle": &models.AuthThrottle{}, "code": &models.Verification{}, "session": &models.Session{}, "record": &models.OutboxMessage{}, "device": &models.KnownDevice{}, "audit event": &models.AuditEvent{}} {
 			if n := e.Count(model); n != 1 {
 				t.Fatalf("%d %s rows left, want the live one", n, name)
 			}

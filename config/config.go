@@ -51,6 +51,8 @@ type Config struct {
 	Secret []byte
 	// NewDeviceNotice is AUTH_NEW_DEVICE_NOTICE.
 	NewDeviceNotice bool
+	// AuditRetention is AUTH_AUDIT_RETENTION.
+	AuditRetention time.Duration
 	// SignUp is who may create an account: AUTH_DISABLE_SIGNUP and AUTH_ALLOWED_EMAIL_DOMAINS.
 	SignUp auth.SignUpPolicy
 	// AdminEmails are AUTH_ADMIN_EMAILS, normalised.

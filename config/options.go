@@ -111,6 +111,16 @@ var options = []option{
 			}
 			return errors.Join(errs...)
 		}},
+	{name: "AUTH_AUDIT_RETENTION", def: hours(auth.DefaultAuditRetention), shown: days(hours(auth.DefaultAuditRetention), auth.DefaultAuditRetention),
+		doc: "How long the audit log keeps its events (sign-ins, sign-outs, revocations, address changes, consent, deletions, every admin action), each with its time, actor, account, address, user agent and request id; the prune job removes older ones.",
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 24*time.Hour {
+				return fmt.Errorf("%q must be a duration of at least 24h", v)
+			}
+			c.AuditRetention = d
+			return nil
+		}},
 	{name: "AUTH_ADMIN_EMAILS",
 		doc: "Addresses, comma-separated, whose accounts get the admin role when they are created or next sign in: how a fresh install gets its first admin. Removing an address later does not take the role away (`set-role` does).",
 		set: func(c *Config, v string) error {

@@ -11,15 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeauth/auth"
+
 	"github.com/gofiber/fiber/v2"
 )
 
 // RequestIDHeader is the response header carrying the request id.
 const RequestIDHeader = "X-Request-Id"
-
-type ctxKey int
-
-const requestIDKey ctxKey = 0
 
 // requestIDs hands out ids unique to this process: a random prefix chosen at start and a counter.
 // Cheaper than random bytes per request, and just as good for finding a request in the logs.
@@ -53,7 +51,7 @@ func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler, observer 
 		start := time.Now()
 		id := ids.next()
 		c.Set(RequestIDHeader, id)
-		c.SetUserContext(context.WithValue(c.UserContext(), requestIDKey, id))
+		c.SetUserContext(auth.WithRequest(c.UserContext(), &request{id: id, c: c}))
 		if err := c.Next(); err != nil {
 			if herr := errorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
@@ -117,9 +115,23 @@ func NoteUnavailable(c *fiber.Ctx, log *slog.Logger, err error) {
 
 // RequestID returns the id of the request ctx belongs to, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if src := auth.RequestFrom(ctx); src != nil {
+		return src.RequestID()
+	}
+	return ""
 }
+
+// request is the request under way as the audit log asks about it (auth.RequestSource). It reads
+// the client's address and User-Agent only when asked, while the request is served: the audit log
+// copies what it keeps.
+type request struct {
+	id string
+	c  *fiber.Ctx
+}
+
+func (r *request) RequestID() string { return r.id }
+func (r *request) ClientIP() string  { return ClientIP(r.c) }
+func (r *request) UserAgent() string { return r.c.Get(fiber.HeaderUserAgent) }
 
 // LogHandler wraps a slog handler so every record logged with a request's context carries its
 // request_id.

@@ -122,6 +122,24 @@ type ConsentEvent struct {
 // TableName keeps the table name singular, as the spec names it.
 func (UserData) TableName() string { return "user_data" }
 
+// AuditEvent is one security event of the audit log: when, who acted (ActorID: the account
+// itself, an admin, or nil for the service or an anonymous caller), whose account it concerns
+// (SubjectID), what happened (Action, auth's Audit* names), and from where (IPAddress,
+// UserAgent, RequestID). Detail is a small JSON object; it never holds a code, a token or
+// another person's full address. The rows outlive their account (no foreign key) until
+// AUTH_AUDIT_RETENTION has passed.
+type AuditEvent struct {
+	ID        string    `gorm:"type:uuid;primaryKey"`
+	At        time.Time `gorm:"not null;index;index:idx_audit_subject,priority:2;index:idx_audit_action,priority:2"`
+	ActorID   *string   `gorm:"type:uuid"`
+	SubjectID *string   `gorm:"type:uuid;index:idx_audit_subject,priority:1"`
+	Action    string    `gorm:"size:64;not null;index:idx_audit_action,priority:1"`
+	IPAddress string    `gorm:"size:64;not null"`
+	UserAgent string    `gorm:"size:512;not null"`
+	RequestID string    `gorm:"size:64;not null"`
+	Detail    string    `gorm:"size:1000;not null"`
+}
+
 // KnownDevice is a device an account has signed in from, for the new-device notice: DeviceKey is
 // a keyed hash of its browser family and system (never the User-Agent itself), LastSeenAt its
 // latest sign-in. Rows unseen for the notice's window are pruned.
@@ -209,5 +227,5 @@ func (SigningKey) TableName() string { return "jwks" }
 
 // All lists every model, in the order they are migrated.
 func All() []any {
-	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}, &SigningKey{}, &KnownDevice{}}
+	return []any{&User{}, &Session{}, &Account{}, &Verification{}, &UserData{}, &ConsentEvent{}, &AuthThrottle{}, &Purchase{}, &OutboxMessage{}, &SigningKey{}, &KnownDevice{}, &AuditEvent{}}
 }

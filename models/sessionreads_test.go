@@ -30,7 +30,7 @@ func TestConcurrentSessionReadsGetTheirOwnSession(t *testing.T) {
 			hashes[i], userIDs[i] = addSession(t, db, u).Token, u.ID
 		}
 		signedOut := addSession(t, db, addUser(t, db, "gone@example.com")).Token
-		if _, err := st.EndSession(context.Background(), signedOut); err != nil {
+		if _, _, err := st.EndSession(context.Background(), signedOut); err != nil {
 			t.Fatal(err)
 		}
 		unknown := strings.Repeat("A", len(signedOut))
@@ -152,7 +152,7 @@ func TestSignOutHoldsWhileReadsShareQueries(t *testing.T) {
 			for seen.Load() == 0 && !t.Failed() {
 				runtime.Gosched()
 			}
-			if id, err := st.EndSession(ctx, hash); err != nil || id == "" {
+			if id, _, err := st.EndSession(ctx, hash); err != nil || id == "" {
 				t.Fatalf("signing out: %q, %v", id, err)
 			}
 			out.Store(true)

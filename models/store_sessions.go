@@ -64,12 +64,12 @@ func (s *Store) RefreshSession(ctx context.Context, id string, expires, now time
 // EndSession deletes the session whose token hashes to hash and returns its id; "" when there
 // is none. It is one statement (both databases have DELETE … RETURNING), so a sign-out is one
 // round trip, and of two sign-outs of the same session at once exactly one gets its id.
-func (s *Store) EndSession(ctx context.Context, hash string) (string, error) {
-	var id string
-	if err := s.db.WithContext(ctx).Raw("DELETE FROM sessions WHERE token = ? RETURNING id", hash).Scan(&id).Error; err != nil {
-		return "", fmt.Errorf("models: ending a session: %w", err)
+func (s *Store) EndSession(ctx context.Context, hash string) (id, userID string, err error) {
+	var ended struct{ ID, UserID string }
+	if err := s.db.WithContext(ctx).Raw("DELETE FROM sessions WHERE token = ? RETURNING id, user_id", hash).Scan(&ended).Error; err != nil {
+		return "", "", fmt.Errorf("models: ending a session: %w", err)
 	}
-	return id, nil
+	return ended.ID, ended.UserID, nil
 }
 
 // ListSessions returns the sessions of userID that have not expired at now, newest first: what

@@ -137,7 +137,7 @@ func TestStoreReadSessionOfADeletedUser(t *testing.T) {
 func TestStoreReadSessionUnknownHash(t *testing.T) {
 	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
 		gone := addSession(t, db, addUser(t, db, "someone@example.com"))
-		if _, err := st.EndSession(context.Background(), gone.Token); err != nil {
+		if _, _, err := st.EndSession(context.Background(), gone.Token); err != nil {
 			t.Fatal(err)
 		}
 		for _, hash := range []string{strings.Repeat("0", 64), "", gone.Token} {
@@ -205,14 +205,14 @@ func TestStoreEndSession(t *testing.T) {
 		ctx := context.Background()
 		user := addUser(t, db, "signing-out@example.com")
 		sess, other := addSession(t, db, user), addSession(t, db, user)
-		if id, err := st.EndSession(ctx, sess.Token); err != nil || id != sess.ID {
+		if id, user, err := st.EndSession(ctx, sess.Token); err != nil || id != sess.ID || user != sess.UserID {
 			t.Fatalf("first sign-out: %q, %v; want %q", id, err, sess.ID)
 		}
 		if _, _, found := readSession(t, st, sess.Token); found {
 			t.Error("a signed-out session was found")
 		}
 		for _, hash := range []string{sess.Token, newHash()} {
-			if id, err := st.EndSession(ctx, hash); err != nil || id != "" {
+			if id, _, err := st.EndSession(ctx, hash); err != nil || id != "" {
 				t.Errorf("signing out %q again: %q, %v; want nothing", hash, id, err)
 			}
 		}

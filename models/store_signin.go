@@ -27,6 +27,9 @@ type SignIn struct {
 	Now         time.Time
 	// Admin makes the account an admin (its address is one of AUTH_ADMIN_EMAILS).
 	Admin bool
+	// Audit, when set, makes the audit event of the sign-in from its outcome; it is written in the
+	// sign-in's transaction.
+	Audit func(SignInOutcome) AuditEvent
 	// NoSignUp refuses to create an account (sign-up gating): a sign-in that would is
 	// ErrSignUpClosed, and nothing is written.
 	NoSignUp bool
@@ -39,6 +42,14 @@ type SignIn struct {
 	NewDevice        func() (OutboxMessage, error)
 	DeviceCutoff     time.Time
 	DeviceFreshAfter time.Time
+}
+
+// SignInOutcome is what a sign-in did, for its audit event: the account, whether it was created
+// or restored from its deletion, and whether the device was new to it (an existing account, and
+// the new-device notice queued).
+type SignInOutcome struct {
+	UserID                       string
+	Created, Restored, NewDevice bool
 }
 
 // SignedIn is the account a sign-in signed in, and whether the sign-in created it.
@@ -85,6 +96,8 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		if err := consumeCode(tx, in.Code); err != nil {
 			return err
 		}
+		restored := len(found) == 1 && found[0].ID != in.Fresh.ID && found[0].DeletedAt.Valid &&
+			found[0].DeletedAt.Time.After(in.GraceCutoff)
 		user, created, err := settleUser(tx, in, found)
 		if err != nil {
 			return err
@@ -109,9 +122,16 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 				return err
 			}
 		}
+		newDevice := false
 		if in.DeviceKey != "" {
-			if err := noteDevice(tx, in, user.ID, seen, !created); err != nil {
+			if newDevice, err = noteDevice(tx, in, user.ID, seen, !created); err != nil {
 				return err
+			}
+		}
+		if in.Audit != nil {
+			event := in.Audit(SignInOutcome{UserID: user.ID, Created: created, Restored: restored, NewDevice: newDevice})
+			if err := insertLater(tx, &event, ""); err != nil {
+				return fmt.Errorf("models: recording the sign-in: %w", err)
 			}
 		}
 		out = SignedIn{User: user, Created: created}
@@ -171,25 +191,26 @@ func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
 // counted in days, and most sign-ins come from a device used the day before. The account's row
 // is locked by the sign-in, so two sign-ins of one account from a new device cannot both find it
 // new.
-func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notify bool) error {
+func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notify bool) (newDevice bool, err error) {
 	if len(seen) == 1 && seen[0].LastSeenAt.After(in.DeviceFreshAfter) {
-		return nil
+		return false, nil
 	}
 	if notify && (len(seen) == 0 || !seen[0].LastSeenAt.After(in.DeviceCutoff)) {
 		notice, err := in.NewDevice()
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := enqueueOutbox(tx, &notice); err != nil {
-			return fmt.Errorf("models: queueing the new-device notice: %w", err)
+			return false, fmt.Errorf("models: queueing the new-device notice: %w", err)
 		}
+		newDevice = true
 	}
-	err := execLater(tx, `INSERT INTO known_devices (user_id, device_key, last_seen_at) VALUES (?, ?, ?)
+	err = execLater(tx, `INSERT INTO known_devices (user_id, device_key, last_seen_at) VALUES (?, ?, ?)
  ON CONFLICT (user_id, device_key) DO UPDATE SET last_seen_at = excluded.last_seen_at`, userID, in.DeviceKey, in.Now)
 	if err != nil {
-		return fmt.Errorf("models: recording a device: %w", err)
+		return false, fmt.Errorf("models: recording a device: %w", err)
 	}
-	return nil
+	return newDevice, nil
 }
 
 // settleAccess decides, on the account's locked row, whether it may sign in: a ban in force

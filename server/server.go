@@ -168,6 +168,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		AdminEmails:            cfg.AdminEmails,
 		NewDeviceNotice:        cfg.NewDeviceNotice,
 		SignUp:                 cfg.SignUp,
+		AuditRetention:         cfg.AuditRetention,
 		Now:                    opts.Now,
 		Logger:                 log,
 	})
