@@ -127,13 +127,14 @@ func (UserData) TableName() string { return "user_data" }
 // (SubjectID), what happened (Action, auth's Audit* names), and from where (IPAddress,
 // UserAgent, RequestID). Detail is a small JSON object; it never holds a code, a token or
 // another person's full address. The rows outlive their account (no foreign key) until
-// AUTH_AUDIT_RETENTION has passed.
+// AUTH_AUDIT_RETENTION has passed. It is indexed by time (the prune, the newest-first reads) and
+// by account; a read of one action walks the time index (an admin's, bounded by its page).
 type AuditEvent struct {
 	ID        string    `gorm:"type:uuid;primaryKey"`
-	At        time.Time `gorm:"not null;index;index:idx_audit_subject,priority:2;index:idx_audit_action,priority:2"`
+	At        time.Time `gorm:"not null;index;index:idx_audit_subject,priority:2"`
 	ActorID   *string   `gorm:"type:uuid"`
 	SubjectID *string   `gorm:"type:uuid;index:idx_audit_subject,priority:1"`
-	Action    string    `gorm:"size:64;not null;index:idx_audit_action,priority:1"`
+	Action    string    `gorm:"size:64;not null"`
 	IPAddress string    `gorm:"size:64;not null"`
 	UserAgent string    `gorm:"size:512;not null"`
 	RequestID string    `gorm:"size:64;not null"`
