@@ -9,6 +9,8 @@
 //	codeauth jwt:rotate           add the next JWT signing key now (it signs once verifiers can
 //	                              have fetched it); with --now, replace every key at once, for a
 //	                              key that may have leaked
+//	codeauth users …              list, show, ban, unban, revoke, remove accounts, set their roles
+//	                              (see users.go; `codeauth users` prints its usage)
 //	codeauth config               print the configuration's variables as README.md's table
 //
 // Configuration comes from the environment; see README.md. Everything the service is made of is
@@ -45,17 +47,17 @@ func run(args []string) int {
 		cmd = args[0]
 	}
 	switch cmd {
-	case "serve", "migrate", auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT:
+	case "serve", "migrate", auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT, cmdUsers:
 	case "config":
 		fmt.Print(config.Markdown())
 		return 0
 	case "help", "-h", "--help":
 		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "|" + auth.JobPurgeAccounts + "|" +
-			auth.JobRotateJWTKey + "|" + cmdRotateJWT + " [" + rotateNowFlag + "]|config]")
+			auth.JobRotateJWTKey + "|" + cmdRotateJWT + " [" + rotateNowFlag + "]|" + cmdUsers + " …|config]")
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s, %s, %s or config)\n", cmd,
-			auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT)
+		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s, %s, %s, %s or config)\n", cmd,
+			auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT, cmdUsers)
 		return 2
 	}
 
@@ -87,6 +89,9 @@ func run(args []string) int {
 		return 1
 	}
 	defer srv.Close()
+	if cmd == cmdUsers {
+		return runUsers(ctx, srv, args[1:], os.Stdout, os.Stderr)
+	}
 	if cmd == cmdRotateJWT {
 		return rotateJWTKey(ctx, srv, log, len(args) > 1 && args[1] == rotateNowFlag)
 	}

@@ -392,3 +392,80 @@ func TestBinary_ConfigPrintsTheOptionTable(t *testing.T) {
 		t.Fatalf("codeauth config printed:\n%s\nwant:\n%s", out, config.Markdown())
 	}
 }
+
+// `codeauth users …` does the admin API's tasks from a shell, on the same rules, each change in
+// the audit log with no actor.
+func TestBinary_Users(t *testing.T) {
+	for _, db := range []string{testkit.SQLite, testkit.Postgres} {
+		t.Run(db, func(t *testing.T) {
+			dir := t.TempDir()
+			env := []string{"PATH=" + os.Getenv("PATH"), "AUTH_SECRET=0123456789abcdef0123456789abcdef", "LOG_LEVEL=warn", "DATA_DIR=" + dir}
+			if db == testkit.Postgres {
+				env = append(env, "DATABASE_URL="+testkit.PostgresURL(t))
+			}
+			run := func(args ...string) (string, int) {
+				t.Helper()
+				cmd := exec.Command(binary, append([]string{"users"}, args...)...)
+				cmd.Dir, cmd.Env = dir, env
+				out, err := cmd.CombinedOutput()
+				code := 0
+				if exit, ok := err.(*exec.ExitError); ok {
+					code = exit.ExitCode()
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				return string(out), code
+			}
+			// An account, made by signing in to the service the command shares its database with.
+			p := start(t, env[1:]...)
+			email := "cli-" + db + "@example.com"
+			p.post(t, "/api/auth/email-otp/send-verification-otp", `{"email":"`+email+`","type":"sign-in"}`).Body.Close()
+			var otp string
+			for i := 0; i < 200 && otp == ""; i++ {
+				if m := regexp.MustCompile(`to=` + regexp.QuoteMeta(email) + ` code=(\S+)`).FindStringSubmatch(p.out(&p.stdout)); m != nil {
+					otp = m[1]
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if resp := p.post(t, "/api/auth/sign-in/email-otp", `{"email":"`+email+`","otp":"`+otp+`"}`); resp.StatusCode != 200 {
+				t.Fatalf("sign-in: %d", resp.StatusCode)
+			}
+			if out, code := run("list", "-search", "cli-"); code != 0 || !strings.Contains(out, email) || !strings.Contains(out, "1 of 1") {
+				t.Fatalf("list: %d %s", code, out)
+			}
+			if out, code := run("show", email); code != 0 || !strings.Contains(out, "session ") {
+				t.Fatalf("show: %d %s", code, out)
+			}
+			if out, code := run("ban", email, "-reason", "spam", "-for", "1h"); code != 0 || !strings.Contains(out, "until ") {
+				t.Fatalf("ban: %d %s", code, out)
+			}
+			if resp := p.post(t, "/api/auth/email-otp/send-verification-otp", `{"email":"`+email+`","type":"sign-in"}`); resp.StatusCode != 200 {
+				t.Fatalf("a banned account's send: %d", resp.StatusCode)
+			}
+			if out, code := run("set-role", email, "admin"); code != 0 || !strings.Contains(out, " admin ") {
+				t.Fatalf("set-role: %d %s", code, out)
+			}
+			if out, code := run("set-role", email, "owner"); code != 1 || !strings.Contains(out, "unknown role") {
+				t.Fatalf("set-role owner: %d %s", code, out)
+			}
+			if out, code := run("unban", email); code != 0 || !strings.Contains(out, " no ") {
+				t.Fatalf("unban: %d %s", code, out)
+			}
+			if out, code := run("show", email); code != 0 || !strings.Contains(out, email) || strings.Contains(out, "session ") {
+				t.Fatalf("show after the ban ended its sessions: %d %s", code, out)
+			}
+			if out, code := run("remove", email); code != 0 || !strings.Contains(out, "remove: done") {
+				t.Fatalf("remove: %d %s", code, out)
+			}
+			if out, code := run("show", "nobody@example.com"); code != 1 || !strings.Contains(out, "no such account") {
+				t.Fatalf("show of nobody: %d %s", code, out)
+			}
+			if out, code := run("list"); code != 0 || !strings.Contains(out, "0 of 0") {
+				t.Fatalf("list after the removal: %d %s", code, out)
+			}
+			if out, code := run("frobnicate", "x"); code != 2 || !strings.Contains(out, "usage") {
+				t.Fatalf("an unknown task: %d %s", code, out)
+			}
+		})
+	}
+}

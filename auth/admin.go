@@ -56,6 +56,12 @@ func Roles(role string) []string {
 // IsAdmin reports whether the account's roles include the admin role.
 func IsAdmin(u models.User) bool { return slices.Contains(Roles(u.Role), RoleAdmin) }
 
+// Operator is the authority of the command line (`codeauth users`): an admin of no account, so
+// every admin rule applies, no "yourself" refusal can match, and its audit events have no actor.
+func (s *Service) Operator() *SessionState {
+	return &SessionState{User: models.User{Role: RoleAdmin}}
+}
+
 // requireAdmin refuses st unless it is an admin's own session.
 func requireAdmin(st *SessionState) error {
 	if st == nil || st.Session.ImpersonatedBy != nil || !IsAdmin(st.User) {
