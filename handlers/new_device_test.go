@@ -114,3 +114,28 @@ func TestNewDeviceNotice_Off(t *testing.T) {
 		t.Fatalf("with the notice off: %d notices, %d devices", n, e.Count(&models.KnownDevice{}))
 	}
 }
+
+// An address whose deleted account is past its grace period signs up afresh: the new account
+// records its first device even when the purged one had seen that device the same day, so its
+// next sign-in from it is not taken for a new device.
+func TestNewDeviceNotice_AfterThePurgeOfTheAddressesAccount(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		email := "again@example.com"
+		s := signInFrom(t, e, email, uaChromeMac, "203.0.113.7")
+		if r := e.Post("/api/account/delete", map[string]any{}, "Authorization", "Bearer "+s.Bearer); r.Status != http.StatusOK {
+			t.Fatalf("delete: %d %s", r.Status, r.Body)
+		}
+		e.Clock.Advance(2 * time.Hour) // past the grace period, the purge not yet run
+		signInFrom(t, e, email, uaChromeMac, "203.0.113.7")
+		var fresh models.User
+		e.DB.Take(&fresh, "email = ?", email)
+		if n := e.Count(&models.KnownDevice{}, "user_id = ?", fresh.ID); n != 1 {
+			t.Fatalf("the new account recorded %d devices, want its first", n)
+		}
+		e.Clock.Advance(25 * time.Hour)
+		signInFrom(t, e, email, uaChromeMac, "203.0.113.7")
+		if n := len(notices(e, email)); n != 0 {
+			t.Fatalf("%d notices for the device the new account signed up on", n)
+		}
+	}, testkit.WithDeletionGrace(time.Hour))
+}

@@ -192,6 +192,11 @@ func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
 // is locked by the sign-in, so two sign-ins of one account from a new device cannot both find it
 // new.
 func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notify bool) (newDevice bool, err error) {
+	if len(seen) == 1 && seen[0].UserID != userID {
+		// The row read belonged to the account the address had before this sign-in purged it
+		// (past its grace period) and made a new one: the new account has seen nothing.
+		seen = nil
+	}
 	if len(seen) == 1 && seen[0].LastSeenAt.After(in.DeviceFreshAfter) {
 		return false, nil
 	}
