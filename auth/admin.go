@@ -226,6 +226,20 @@ func (s *Service) UserSessions(ctx context.Context, st *SessionState, id string)
 	return s.store.ListSessions(ctx, id, s.now())
 }
 
+// UserDevices lists an account's live sessions for an admin as devices, newest first.
+func (s *Service) UserDevices(ctx context.Context, st *SessionState, id string) ([]DeviceSession, error) {
+	sessions, err := s.UserSessions(ctx, st, id)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]DeviceSession, len(sessions))
+	for i, sess := range sessions {
+		out[i] = deviceSession(sess, "", now)
+	}
+	return out, nil
+}
+
 // RevokeUserSession ends any account's session, named by its handle (the id the session lists
 // give as its token) or its raw token; ErrSessionNotFound when there is none.
 func (s *Service) RevokeUserSession(ctx context.Context, st *SessionState, handle string) error {

@@ -161,17 +161,23 @@ func shell(p Page) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if p.User != nil {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<a href=\"/account\" class=\"btn-quiet\">Account</a><form method=\"post\" action=\"/auth/sign-out\"><button type=\"submit\" class=\"btn-quiet\">Sign out</button></form>")
+			if p.User.Admin {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<a href=\"/admin\" class=\"btn-quiet\">Admin</a>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, " <a href=\"/account\" class=\"btn-quiet\">Account</a><form method=\"post\" action=\"/auth/sign-out\"><button type=\"submit\" class=\"btn-quiet\">Sign out</button></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<a href=\"/auth/sign-in\" class=\"btn-quiet\">Sign in</a> <a href=\"/auth/sign-up\" class=\"btn-quiet hidden sm:inline-flex\">Create account</a>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<a href=\"/auth/sign-in\" class=\"btn-quiet\">Sign in</a> <a href=\"/auth/sign-up\" class=\"btn-quiet hidden sm:inline-flex\">Create account</a>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</div></nav></header><div id=\"flash\" role=\"alert\" aria-live=\"assertive\" class=\"mx-auto w-full max-w-3xl px-4 empty:hidden [&:not(:empty)]:mt-4 [&:not(:empty)]:rounded-lg [&:not(:empty)]:bg-red-50 [&:not(:empty)]:py-2 [&:not(:empty)]:text-red-800 dark:[&:not(:empty)]:bg-red-950 dark:[&:not(:empty)]:text-red-200\"></div><main id=\"main\" class=\"mx-auto w-full max-w-3xl flex-1 px-4 py-8 sm:py-12\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</div></nav></header><div id=\"flash\" role=\"alert\" aria-live=\"assertive\" class=\"mx-auto w-full max-w-3xl px-4 empty:hidden [&:not(:empty)]:mt-4 [&:not(:empty)]:rounded-lg [&:not(:empty)]:bg-red-50 [&:not(:empty)]:py-2 [&:not(:empty)]:text-red-800 dark:[&:not(:empty)]:bg-red-950 dark:[&:not(:empty)]:text-red-200\"></div><main id=\"main\" class=\"mx-auto w-full max-w-3xl flex-1 px-4 py-8 sm:py-12\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -179,7 +185,7 @@ func shell(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</main><footer class=\"mx-auto w-full max-w-3xl px-4 py-6 text-xs text-slate-500 dark:text-slate-400\">Sign-in by e-mail code. No passwords.</footer></body></html>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</main><footer class=\"mx-auto w-full max-w-3xl px-4 py-6 text-xs text-slate-500 dark:text-slate-400\">Sign-in by e-mail code. No passwords.</footer></body></html>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -309,7 +315,7 @@ func Flash(message string) templ.Component {
 		var templ_7745c5c3_Var16 string
 		templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(message)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 76, Col: 10}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 79, Col: 10}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 		if templ_7745c5c3_Err != nil {

@@ -24,6 +24,8 @@ type Page struct {
 type User struct {
 	Email string
 	Name  string
+	// Admin shows the way to the admin pages.
+	Admin bool
 }
 
 // Mode is what the code-entry component is used for; the verify endpoint is the same for all.
@@ -251,4 +253,55 @@ func codeUnit() string {
 		return "digit"
 	}
 	return "character"
+}
+
+// AdminUsers is the admin page's list of accounts.
+type AdminUsers struct {
+	Query string
+	Users []AdminUserRow
+	// Total is how many accounts match; Page is the page shown (from 1), Pages how many.
+	Total       int64
+	Page, Pages int
+}
+
+// AdminUserRow is one account in the admin's list.
+type AdminUserRow struct {
+	ID, Email, Name, Role, Created string
+	Banned                         bool
+}
+
+// AdminUser is the admin page of one account.
+type AdminUser struct {
+	Row AdminUserRow
+	// BanReason and BanUntil describe a ban in force ("" for good).
+	BanReason, BanUntil string
+	Sessions            []Device
+	Audit               []AdminAuditRow
+	// Status says what was just done; Error why it was not.
+	Status, Error string
+	// Self is the admin's own account: it cannot be banned or removed from here.
+	Self bool
+}
+
+// AdminAuditRow is one audit event on an account's admin page.
+type AdminAuditRow struct {
+	At, Action, Actor, Detail string
+}
+
+// AdminPageURL is the admin page of an account.
+func AdminPageURL(id string) string { return "/admin/users/" + url.PathEscape(id) }
+
+// AdminListURL is a page of the admin's list for query.
+func AdminListURL(query string, page int) string {
+	v := url.Values{}
+	if query != "" {
+		v.Set("q", query)
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	if len(v) == 0 {
+		return "/admin"
+	}
+	return "/admin?" + v.Encode()
 }

@@ -92,6 +92,9 @@ func retryText(e *auth.RateLimitError) string {
 // errorPageMessage words an error no form explained, by the status it is answered with; fallback
 // is the answer's own message, for the statuses that have no words here.
 func errorPageMessage(status int, fallback string, err error) string {
+	if errors.Is(err, errAdminsOnly) {
+		return errAdminsOnly.Message
+	}
 	switch status {
 	case fiber.StatusNotFound:
 		return "This page does not exist."

@@ -79,6 +79,7 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Post("/account/delete", formLimit, h.deleteAccount)
 	app.Post("/account/devices/sign-out", formLimit, h.signOutDevice)
 	app.Post("/account/devices/sign-out-others", formLimit, h.signOutOtherDevices)
+	h.mountAdmin(app, formLimit)
 }
 
 // render writes a component as the HTML answer. It renders into a buffer first, so a failure
@@ -102,7 +103,7 @@ func (h *Pages) page(c *fiber.Ctx, title string) (views.Page, error) {
 		return p, err
 	}
 	if st != nil {
-		p.User = &views.User{Email: st.User.Email, Name: st.User.Name}
+		p.User = &views.User{Email: st.User.Email, Name: st.User.Name, Admin: adminLink(st)}
 	}
 	return p, nil
 }

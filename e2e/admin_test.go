@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"codeauth/internal/testkit"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The admin pages at a phone's width: find an account, open it, ban it (confirmed by a tick),
+// lift the ban, sign its devices out, and remove it; and a user is refused.
+func TestBrowser_AdminPages(t *testing.T) {
+	env := testkit.New(t, testkit.SQLite, testkit.WithEnv("AUTH_ADMIN_EMAILS", "boss@example.com"))
+	target := "a-member-with-a-rather-long-address@example.com"
+	member := signInElsewhere(t, env, target, "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0", "203.0.113.5")
+	env.Clock.Advance(time.Minute)
+	signInElsewhere(t, env, "someone@example.com", "curl/8", "203.0.113.6")
+
+	tab := newTab(t, env)
+	tab.signedIn("boss@example.com")
+	tab.do(chromedp.EmulateViewport(360, 740, chromedp.EmulateMobile))
+	tab.open("/account")
+	if eval[int](tab, `document.querySelectorAll('a[href="/admin"]').length`) != 1 {
+		t.Fatal("an admin's header has no way to the admin pages")
+	}
+	tab.open("/admin?q=member")
+	if got := tab.text("[data-testid=admin-total]"); got != "1 accounts" {
+		t.Fatalf("the search found %q", got)
+	}
+	tab.screenshot("admin-users")
+	tab.do(chromedpClick(`[data-testid=admin-users] a`))
+	tab.waitFor(`document.querySelector('[data-testid=admin-user-email]')?.textContent === '` + target + `'`)
+	tab.screenshot("admin-user")
+
+	// Ban: refused without the tick (the browser's own check), done with it.
+	tab.do(chromedpClick(`#ban-confirm`), chromedpClick(`form[action$="/ban"] button`))
+	tab.waitFor(`document.querySelector('[data-testid=admin-status]')?.textContent.includes('banned')`)
+	if stillSignedIn(t, env, member) {
+		t.Fatal("the banned member is still signed in")
+	}
+	if tab.text("[data-testid=admin-banned]") == "" {
+		t.Fatal("the page does not show the ban")
+	}
+	tab.do(chromedpClick(`form[action$="/unban"] button`))
+	tab.waitFor(`document.querySelector('[data-testid=admin-status]')?.textContent.includes('lifted')`)
+
+	// The audit trail shows what was done, by an admin.
+	tab.waitFor(`document.querySelector('[data-testid=admin-audit]').textContent.includes('admin.user_banned')`)
+
+	// Remove, confirmed: back to the list, the account gone.
+	tab.do(chromedpClick(`#remove-confirm`), chromedpClick(`form[action$="/remove"] button`))
+	tab.waitPath("/admin")
+	tab.open("/admin?q=member")
+	if got := tab.text("[data-testid=admin-total]"); got != "0 accounts" {
+		t.Fatalf("after the removal the search finds %q", got)
+	}
+
+	// A user is refused.
+	user := newTab(t, env)
+	user.signedIn("someone-else@example.com")
+	r := env.Do(testkit.Request{Path: "/admin", Cookies: nil})
+	if r.Status != http.StatusSeeOther && r.Status != http.StatusFound {
+		t.Fatalf("/admin without a session: %d", r.Status)
+	}
+	user.open("/admin")
+	if got := eval[string](user, `document.body.innerText`); !contains(got, "This page is for admins") {
+		t.Fatalf("a user sees: %q", got)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,48 @@
+package handlers_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"codeauth/internal/testkit"
+)
+
+// The admin pages refuse anyone but an admin, and a destructive action without its tick, and
+// change nothing then.
+func TestAdminPages_Refusals(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		admin := e.SignIn(adminEmail)
+		user := e.SignIn("plain@example.com")
+		page := func(s testkit.Session, method, path string, form url.Values) *testkit.Response {
+			return e.Do(testkit.Request{Method: method, Path: path, Body: form.Encode(), ContentType: "application/x-www-form-urlencoded",
+				Cookies: s.Cookies(), Header: http.Header{"Origin": {e.URL}}})
+		}
+		for _, path := range []string{"/admin", "/admin/users/" + admin.UserID} {
+			if r := page(user, "GET", path, nil); r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), "This page is for admins.") {
+				t.Fatalf("a user at %s: %d", path, r.Status)
+			}
+		}
+		if r := page(user, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}}); r.Status != http.StatusForbidden || !live(t, e, user) {
+			t.Fatalf("a user banning: %d", r.Status)
+		}
+		for _, action := range []string{"ban", "revoke", "remove"} {
+			r := page(admin, "POST", "/admin/users/"+user.UserID+"/"+action, url.Values{})
+			if r.Status != http.StatusUnprocessableEntity || !strings.Contains(string(r.Body), "Tick the box to confirm.") || !live(t, e, user) {
+				t.Fatalf("%s without the tick: %d", action, r.Status)
+			}
+		}
+		if r := page(admin, "POST", "/admin/users/"+admin.UserID+"/remove", url.Values{"confirm": {"yes"}}); r.Status != http.StatusUnprocessableEntity ||
+			!strings.Contains(string(r.Body), "You cannot remove yourself.") {
+			t.Fatalf("an admin removing themself: %d", r.Status)
+		}
+		if r := page(admin, "GET", "/admin/users/nobody", nil); r.Status != http.StatusNotFound {
+			t.Fatalf("an unknown account: %d", r.Status)
+		}
+		r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"24h"}, "reason": {"spam"}})
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/admin/users/"+user.UserID+"?done=banned" || live(t, e, user) {
+			t.Fatalf("a ban: %d %v", r.Status, r.Header.Get("Location"))
+		}
+	}, withAdmin)
+}

@@ -1,0 +1,228 @@
+package pages
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"codeauth/auth"
+	"codeauth/models"
+	"codeauth/views"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// The admin pages: the accounts, searched and paged, and one account with its sessions, ban and
+// audit trail. They call the same rules as the admin API (auth/admin.go), with the admin's
+// session checked against the database; another session gets 403. Every form is a plain form
+// answered by a redirect back to the account's page with what was done, so they work without
+// JavaScript; the destructive ones act only with their box ticked.
+
+// adminPageSize is how many accounts a page of the list shows.
+const adminPageSize = 50
+
+// errAdminsOnly refuses the admin pages to anyone but an admin.
+var errAdminsOnly = fiber.NewError(fiber.StatusForbidden, "This page is for admins.")
+
+// adminSession is the request's session when it is an admin's own, checked against the database.
+func (h *Pages) adminSession(c *fiber.Ctx) (*auth.SessionState, error) {
+	st, err := h.signedIn(c)
+	if err != nil {
+		return nil, err
+	}
+	if !auth.IsAdmin(st.User) || st.Session.ImpersonatedBy != nil {
+		return nil, errAdminsOnly
+	}
+	return st, nil
+}
+
+// adminUsers is GET /admin?q=&page=.
+func (h *Pages) adminUsers(c *fiber.Ctx) error {
+	st, err := h.adminSession(c)
+	if err != nil {
+		return err
+	}
+	v := views.AdminUsers{Query: strings.TrimSpace(c.Query("q")), Page: 1}
+	if n, err := strconv.Atoi(c.Query("page")); err == nil && n > 1 && n < 1_000_000 {
+		v.Page = n
+	}
+	q := models.UserQuery{Limit: adminPageSize, Offset: (v.Page - 1) * adminPageSize, Desc: true}
+	if v.Query != "" {
+		q.Where = []models.UserCondition{{Field: models.UserFieldEmail, Op: models.OpContains, Value: v.Query}}
+	}
+	users, total, _, err := h.auth.ListUsers(c.UserContext(), st, q)
+	if err != nil {
+		return err
+	}
+	v.Total, v.Pages = total, int((total+adminPageSize-1)/adminPageSize)
+	for _, u := range users {
+		v.Users = append(v.Users, adminRow(u))
+	}
+	p, err := h.page(c, "Accounts")
+	if err != nil {
+		return err
+	}
+	return render(c, fiber.StatusOK, views.AdminUsersPage(p, v))
+}
+
+func adminRow(u models.User) views.AdminUserRow {
+	return views.AdminUserRow{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, Created: views.DateText(u.CreatedAt), Banned: u.Banned}
+}
+
+// adminStatuses are the words of ?done= on an account's page, after each action.
+var adminStatuses = map[string]string{
+	"banned":   "The account is banned and signed out everywhere.",
+	"unbanned": "The ban is lifted.",
+	"revoked":  "Every device of the account is signed out.",
+	"session":  "That device is signed out.",
+}
+
+// adminUser is GET /admin/users/:id.
+func (h *Pages) adminUser(c *fiber.Ctx) error {
+	st, err := h.adminSession(c)
+	if err != nil {
+		return err
+	}
+	return h.renderAdminUser(c, st, fiber.StatusOK, adminStatuses[c.Query("done")], "")
+}
+
+func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int, done, problem string) error {
+	ctx := c.UserContext()
+	id := c.Params("id")
+	u, err := h.auth.AdminGetUser(ctx, st, id)
+	if errors.Is(err, auth.ErrNoSuchUser) {
+		return fiber.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	v := views.AdminUser{Row: adminRow(u), Status: done, Error: problem, Self: u.ID == st.User.ID}
+	if u.BanReason != nil {
+		v.BanReason = *u.BanReason
+	}
+	if u.BanExpires != nil {
+		v.BanUntil = u.BanExpires.UTC().Format("2 January 2006, 15:04 MST")
+	}
+	devices, err := h.auth.UserDevices(ctx, st, u.ID)
+	if err != nil {
+		return err
+	}
+	for _, d := range devices {
+		v.Sessions = append(v.Sessions, views.Device{ID: d.ID, Name: d.Device.Name(), IPAddress: d.IPAddress,
+			Active: "Active " + views.AgoText(d.IdleFor, d.ActiveAt), SignedIn: views.DateText(d.SignedInAt)})
+	}
+	events, _, _, err := h.auth.AuditLog(ctx, st, models.AuditQuery{SubjectID: u.ID, Limit: 50})
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		actor := ""
+		switch {
+		case e.ActorID == nil:
+			actor = "by the service"
+		case *e.ActorID != u.ID:
+			actor = "by an admin"
+		}
+		v.Audit = append(v.Audit, views.AdminAuditRow{At: e.At.UTC().Format("2006-01-02 15:04"), Action: e.Action, Actor: actor, Detail: e.Detail})
+	}
+	p, err := h.page(c, u.Email)
+	if err != nil {
+		return err
+	}
+	return render(c, status, views.AdminUserPage(p, v))
+}
+
+// adminAction runs one action of an account's page and sends the admin back to it, saying what
+// was done; a refusal is shown on the page.
+func (h *Pages) adminAction(done string, act func(c *fiber.Ctx, st *auth.SessionState, id string) error) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		st, err := h.adminSession(c)
+		if err != nil {
+			return err
+		}
+		id := c.Params("id")
+		if err := act(c, st, id); err != nil {
+			if errors.Is(err, auth.ErrNoSuchUser) {
+				return fiber.ErrNotFound
+			}
+			message, ok := adminProblems[err]
+			if !ok {
+				pr, known := explain(err, countedRequests)
+				if !known {
+					return err
+				}
+				message = pr.message
+			}
+			return h.renderAdminUser(c, st, fiber.StatusUnprocessableEntity, "", message)
+		}
+		if done == "removed" {
+			return c.Redirect("/admin", fiber.StatusSeeOther)
+		}
+		return c.Redirect(views.AdminPageURL(id)+"?done="+url.QueryEscape(done), fiber.StatusSeeOther)
+	}
+}
+
+// errNotConfirmed refuses a destructive action whose box was not ticked.
+var errNotConfirmed = errors.New("pages: not confirmed")
+
+// adminProblems word the refusals of the admin rules on the account's page.
+var adminProblems = map[error]string{
+	errNotConfirmed:          "Tick the box to confirm.",
+	auth.ErrCannotBanSelf:    "You cannot ban yourself.",
+	auth.ErrCannotRemoveSelf: "You cannot remove yourself.",
+	auth.ErrSessionNotFound:  "That device is signed out already.",
+}
+
+func confirmed(c *fiber.Ctx) error {
+	if formValue(c, "confirm") != "yes" {
+		return errNotConfirmed
+	}
+	return nil
+}
+
+// mountAdmin registers the admin pages.
+func (h *Pages) mountAdmin(app *fiber.App, formLimit fiber.Handler) {
+	app.Get("/admin", h.adminUsers)
+	app.Get("/admin/users/:id", h.adminUser)
+	app.Post("/admin/users/:id/ban", formLimit, h.adminAction("banned", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
+		if err := confirmed(c); err != nil {
+			return err
+		}
+		d, err := time.ParseDuration(formValue(c, "for"))
+		if err != nil || d < 0 || d > 24*365*time.Hour {
+			d = 0
+		}
+		reason := strings.TrimSpace(formValue(c, "reason"))
+		if reason == "" {
+			reason = "No reason"
+		}
+		_, err = h.auth.BanUser(c.UserContext(), st, id, reason, d)
+		return err
+	}))
+	app.Post("/admin/users/:id/unban", formLimit, h.adminAction("unbanned", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
+		_, err := h.auth.UnbanUser(c.UserContext(), st, id)
+		return err
+	}))
+	app.Post("/admin/users/:id/revoke", formLimit, h.adminAction("revoked", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
+		if err := confirmed(c); err != nil {
+			return err
+		}
+		return h.auth.RevokeUserSessions(c.UserContext(), st, id)
+	}))
+	app.Post("/admin/users/:id/sessions/revoke", formLimit, h.adminAction("session", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
+		return h.auth.RevokeUserSession(c.UserContext(), st, formValue(c, "session"))
+	}))
+	app.Post("/admin/users/:id/remove", formLimit, h.adminAction("removed", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
+		if err := confirmed(c); err != nil {
+			return err
+		}
+		return h.auth.RemoveUser(c.UserContext(), st, id)
+	}))
+}
+
+// adminLink is whether the header shows the way to the admin pages for st.
+func adminLink(st *auth.SessionState) bool {
+	return st != nil && auth.IsAdmin(st.User) && st.Session.ImpersonatedBy == nil
+}
