@@ -176,3 +176,44 @@ func TestAudit_Retention(t *testing.T) {
 		}
 	}, testkit.WithEnv("AUTH_AUDIT_RETENTION", "24h"))
 }
+
+// The deletion's events: requested, restored by signing in within the grace period, and purged
+// after it; and an address changed by code.
+func TestAudit_DeletionAndAddressChange(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		admin := e.SignIn(adminEmail)
+		s := e.SignIn("leaving@example.com")
+		e.Clock.Advance(time.Second)
+		if r := e.Post("/api/account/delete", map[string]any{}, bearer(s)...); r.Status != http.StatusOK {
+			t.Fatalf("delete: %d %s", r.Status, r.Body)
+		}
+		e.Clock.Advance(time.Second)
+		back := e.SignIn("leaving@example.com") // within the grace period: restored
+		e.Clock.Advance(time.Second)
+		if r := e.Post("/api/auth/email-otp/request-email-change", map[string]any{"newEmail": "moved@example.com"}, bearer(back)...); r.Status != http.StatusOK {
+			t.Fatalf("request change: %d", r.Status)
+		}
+		code := e.Mailer.Last("change-email-code", "moved@example.com").Code
+		e.Clock.Advance(time.Second)
+		if r := e.Post("/api/auth/email-otp/change-email", map[string]any{"newEmail": "moved@example.com", "otp": code}, bearer(back)...); r.Status != http.StatusOK {
+			t.Fatalf("change: %d %s", r.Status, r.Body)
+		}
+		events, _ := auditLog(t, e, admin, "userId="+s.UserID)
+		want := "user.signed_up,user.deletion_requested,user.deletion_restored,user.email_change_requested,user.email_changed"
+		if got := actions(events); got != want {
+			t.Fatalf("events: %s, want %s", got, want)
+		}
+		gone := e.SignIn("gone@example.com")
+		if r := e.Post("/api/account/delete", map[string]any{}, bearer(gone)...); r.Status != http.StatusOK {
+			t.Fatalf("delete: %d", r.Status)
+		}
+		e.Clock.Advance(31 * 24 * time.Hour)
+		if _, err := e.Auth.PurgeDeletedAccounts(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		purged, _ := auditLog(t, e, admin, "action=user.purged")
+		if len(purged) != 1 || purged[0].Detail["accounts"] != float64(1) {
+			t.Fatalf("the purge's event: %+v", purged)
+		}
+	}, withAdmin)
+}
