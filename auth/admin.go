@@ -108,6 +108,17 @@ func (s *Service) ListUsers(ctx context.Context, st *SessionState, q models.User
 	return users, total, q, err
 }
 
+// SearchUsers is ListUsers for the admin pages: the accounts whose address contains text (all
+// when ""), newest first.
+func (s *Service) SearchUsers(ctx context.Context, st *SessionState, text string, limit, offset int) ([]models.User, int64, error) {
+	q := models.UserQuery{Limit: limit, Offset: offset, Desc: true}
+	if text != "" {
+		q.Where = []models.UserCondition{{Field: models.UserFieldEmail, Op: models.OpContains, Value: text}}
+	}
+	users, total, _, err := s.ListUsers(ctx, st, q)
+	return users, total, err
+}
+
 // AdminGetUser reads an account for an admin.
 func (s *Service) AdminGetUser(ctx context.Context, st *SessionState, id string) (models.User, error) {
 	if err := requireAdmin(st); err != nil {

@@ -119,6 +119,12 @@ func (s *Service) AuditLog(ctx context.Context, st *SessionState, q models.Audit
 	return events, total, q, err
 }
 
+// UserAudit returns the newest limit audit events of one account, for an admin.
+func (s *Service) UserAudit(ctx context.Context, st *SessionState, userID string, limit int) ([]models.AuditEvent, error) {
+	events, _, _, err := s.AuditLog(ctx, st, models.AuditQuery{SubjectID: userID, Limit: limit})
+	return events, err
+}
+
 // maskEmail is an address shown in an audit detail about someone who is not the event's subject:
 // its first character and its domain ("a…@example.com").
 func maskEmail(email string) string {

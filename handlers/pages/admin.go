@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/models"
 	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
@@ -48,17 +47,13 @@ func (h *Pages) adminUsers(c *fiber.Ctx) error {
 	if n, err := strconv.Atoi(c.Query("page")); err == nil && n > 1 && n < 1_000_000 {
 		v.Page = n
 	}
-	q := models.UserQuery{Limit: adminPageSize, Offset: (v.Page - 1) * adminPageSize, Desc: true}
-	if v.Query != "" {
-		q.Where = []models.UserCondition{{Field: models.UserFieldEmail, Op: models.OpContains, Value: v.Query}}
-	}
-	users, total, _, err := h.auth.ListUsers(c.UserContext(), st, q)
+	users, total, err := h.auth.SearchUsers(c.UserContext(), st, v.Query, adminPageSize, (v.Page-1)*adminPageSize)
 	if err != nil {
 		return err
 	}
 	v.Total, v.Pages = total, int((total+adminPageSize-1)/adminPageSize)
 	for _, u := range users {
-		v.Users = append(v.Users, adminRow(u))
+		v.Users = append(v.Users, adminRow(u.ID, u.Email, u.Name, u.Role, u.CreatedAt, u.Banned))
 	}
 	p, err := h.page(c, "Accounts")
 	if err != nil {
@@ -67,8 +62,8 @@ func (h *Pages) adminUsers(c *fiber.Ctx) error {
 	return render(c, fiber.StatusOK, views.AdminUsersPage(p, v))
 }
 
-func adminRow(u models.User) views.AdminUserRow {
-	return views.AdminUserRow{ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, Created: views.DateText(u.CreatedAt), Banned: u.Banned}
+func adminRow(id, email, name, role string, created time.Time, banned bool) views.AdminUserRow {
+	return views.AdminUserRow{ID: id, Email: email, Name: name, Role: role, Created: views.DateText(created), Banned: banned}
 }
 
 // adminStatuses are the words of ?done= on an account's page, after each action.
@@ -98,7 +93,8 @@ func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int,
 	if err != nil {
 		return err
 	}
-	v := views.AdminUser{Row: adminRow(u), Status: done, Error: problem, Self: u.ID == st.User.ID}
+	v := views.AdminUser{Row: adminRow(u.ID, u.Email, u.Name, u.Role, u.CreatedAt, u.Banned), Status: done, Error: problem,
+		Self: u.ID == st.User.ID}
 	if u.BanReason != nil {
 		v.BanReason = *u.BanReason
 	}
@@ -113,7 +109,7 @@ func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int,
 		v.Sessions = append(v.Sessions, views.Device{ID: d.ID, Name: d.Device.Name(), IPAddress: d.IPAddress,
 			Active: "Active " + views.AgoText(d.IdleFor, d.ActiveAt), SignedIn: views.DateText(d.SignedInAt)})
 	}
-	events, _, _, err := h.auth.AuditLog(ctx, st, models.AuditQuery{SubjectID: u.ID, Limit: 50})
+	events, err := h.auth.UserAudit(ctx, st, u.ID, 50)
 	if err != nil {
 		return err
 	}
