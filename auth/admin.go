@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"codeauth/models"
 )
@@ -101,6 +102,11 @@ func (s *Service) ListUsers(ctx context.Context, st *SessionState, q models.User
 	}
 	q.Limit = min(q.Limit, MaxUserPage)
 	q.Offset = max(q.Offset, 0)
+	for _, c := range q.Where {
+		if !queryValueOK(c.Field, c.Value) {
+			return nil, 0, q, ErrInvalidUserQuery
+		}
+	}
 	users, total, err := s.store.ListUsers(ctx, q)
 	if errors.Is(err, models.ErrInvalidQuery) {
 		return nil, 0, q, ErrInvalidUserQuery
@@ -118,6 +124,30 @@ func (s *Service) SearchUsers(ctx context.Context, st *SessionState, text string
 	users, total, _, err := s.ListUsers(ctx, st, q)
 	return users, total, err
 }
+
+// queryValueOK reports whether v is a value the databases can compare with field: ids are
+// canonical UUIDs (PostgreSQL's uuid type refuses anything else), text is valid UTF-8 without NUL
+// (PostgreSQL refuses NUL in text); lists are checked item by item.
+func queryValueOK(field models.UserField, v any) bool {
+	switch v := v.(type) {
+	case []any:
+		for _, item := range v {
+			if !queryValueOK(field, item) {
+				return false
+			}
+		}
+		return true
+	case string:
+		if field == models.UserFieldID {
+			return canonicalUUID(v)
+		}
+		return queryText(v)
+	}
+	return true
+}
+
+// queryText reports whether s is text a query may carry: valid UTF-8 without NUL.
+func queryText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // AdminGetUser reads an account for an admin.
 func (s *Service) AdminGetUser(ctx context.Context, st *SessionState, id string) (models.User, error) {

@@ -115,6 +115,9 @@ func (s *Service) AuditLog(ctx context.Context, st *SessionState, q models.Audit
 		q.Limit = DefaultUserPage
 	}
 	q.Limit, q.Offset = min(q.Limit, MaxUserPage), max(q.Offset, 0)
+	if q.SubjectID != "" && !canonicalUUID(q.SubjectID) || !queryText(q.Action) {
+		return nil, 0, q, ErrInvalidUserQuery
+	}
 	events, total, err := s.store.AuditLog(ctx, q)
 	return events, total, q, err
 }

@@ -37,6 +37,9 @@ func TestAdminPages_Refusals(t *testing.T) {
 			!strings.Contains(string(r.Body), "You cannot remove yourself.") {
 			t.Fatalf("an admin removing themself: %d", r.Status)
 		}
+		if r := page(admin, "GET", "/admin?q=a%00b", nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "cannot be run") {
+			t.Fatalf("a search with a NUL: %d", r.Status)
+		}
 		if r := page(admin, "GET", "/admin/users/nobody", nil); r.Status != http.StatusNotFound {
 			t.Fatalf("an unknown account: %d", r.Status)
 		}

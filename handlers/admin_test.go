@@ -150,7 +150,11 @@ func TestAdmin_ListUsers(t *testing.T) {
 		}
 		for _, bad := range []string{"sortBy=password", "sortDirection=up", "limit=-1", "limit=x", "searchValue=a&searchField=role",
 			"filterField=secret&filterValue=1", "filterField=banned&filterValue=maybe", "filterField=email&filterOperator=regex&filterValue=a",
-			"filterField=createdAt&filterValue=yesterday"} {
+			"filterField=createdAt&filterValue=yesterday",
+			// Values the databases cannot compare are the caller's mistake, never a 500: a user
+			// id that is no UUID (PostgreSQL's uuid type), a NUL in text (PostgreSQL's text).
+			"filterField=id&filterValue=abc", "filterField=id&filterOperator=in&filterValue=abc,def",
+			"searchValue=%00x", "filterField=name&filterValue=a%00b", "searchValue=%ff%fe"} {
 			e.Get("/api/auth/admin/list-users?"+bad, bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
 		}
 		var one wireUser

@@ -107,6 +107,8 @@ func TestAudit_AccountEvents(t *testing.T) {
 		e.Get("/api/auth/admin/audit-log", bearer(user)...).ExpectError(t, http.StatusForbidden, "YOU_ARE_NOT_ALLOWED_TO_READ_THE_AUDIT_LOG")
 		e.Get("/api/auth/admin/audit-log").ExpectError(t, http.StatusUnauthorized, "UNAUTHORIZED")
 		e.Get("/api/auth/admin/audit-log?limit=x", bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+		e.Get("/api/auth/admin/audit-log?userId=abc", bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+		e.Get("/api/auth/admin/audit-log?action=a%00b", bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
 	}, withAdmin)
 }
 

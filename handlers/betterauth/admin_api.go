@@ -91,7 +91,7 @@ func (h *API) adminListUsers(c *fiber.Ctx) error {
 	}
 	users, total, used, err := h.auth.ListUsers(c.UserContext(), middleware.Current(c), q)
 	if errors.Is(err, auth.ErrInvalidUserQuery) {
-		return validationError("[query] Invalid input: a field or operator that cannot be searched by")
+		return validationError("[query] Invalid input: a field, operator or value that cannot be searched by")
 	}
 	if err != nil {
 		return adminAnswer(err, errNotAllowedListUsers)
@@ -609,6 +609,9 @@ func (h *API) adminAuditLog(c *fiber.Ctx) error {
 		return validationError(strings.Join(issues, "; "))
 	}
 	events, total, used, err := h.auth.AuditLog(c.UserContext(), middleware.Current(c), q)
+	if errors.Is(err, auth.ErrInvalidUserQuery) {
+		return validationError("[query.userId] Invalid input: expected a user id")
+	}
 	if err != nil {
 		return adminAnswer(err, errNotAllowedAudit)
 	}

@@ -22,6 +22,9 @@ import (
 // adminPageSize is how many accounts a page of the list shows.
 const adminPageSize = 50
 
+// errBadSearch refuses a search text the databases cannot compare (a NUL, invalid UTF-8).
+var errBadSearch = fiber.NewError(fiber.StatusBadRequest, "That search cannot be run: it holds characters no address has.")
+
 // errAdminsOnly refuses the admin pages to anyone but an admin.
 var errAdminsOnly = fiber.NewError(fiber.StatusForbidden, "This page is for admins.")
 
@@ -48,6 +51,9 @@ func (h *Pages) adminUsers(c *fiber.Ctx) error {
 		v.Page = n
 	}
 	users, total, err := h.auth.SearchUsers(c.UserContext(), st, v.Query, adminPageSize, (v.Page-1)*adminPageSize)
+	if errors.Is(err, auth.ErrInvalidUserQuery) {
+		return errBadSearch
+	}
 	if err != nil {
 		return err
 	}
