@@ -59,6 +59,9 @@ type RequestSource interface {
 	ClientIP() string
 	// UserAgent is the request's User-Agent header.
 	UserAgent() string
+	// Impersonator is the admin who opened the request's session as its account
+	// (impersonate-user), or "": what is done in such a session is the admin's doing.
+	Impersonator() string
 }
 
 type requestKey struct{}
@@ -88,6 +91,15 @@ func (s *Service) auditEvent(ctx context.Context, action, actor, subject string,
 		ev.RequestID = cleanText(strings.Clone(src.RequestID()), 64)
 		ev.IPAddress = cleanText(strings.Clone(src.ClientIP()), 64)
 		ev.UserAgent = cleanText(strings.Clone(src.UserAgent()), 512)
+		if admin := src.Impersonator(); admin != "" {
+			// Done in a session an admin opened as the account: the admin acted.
+			admin = strings.Clone(admin)
+			ev.ActorID = &admin
+			if detail == nil {
+				detail = map[string]any{}
+			}
+			detail["impersonated"] = true
+		}
 	}
 	if len(detail) > 0 {
 		if b, err := json.Marshal(detail); err == nil && len(b) <= 1000 {

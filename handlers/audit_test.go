@@ -219,3 +219,24 @@ func TestAudit_DeletionAndAddressChange(t *testing.T) {
 		}
 	}, withAdmin)
 }
+
+// What is done in a session an admin opened as an account is the admin's doing in the audit log.
+func TestAudit_ImpersonatedActionsAreTheAdmins(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		admin := e.SignIn(adminEmail)
+		user := e.SignIn("impersonated-audit@example.com")
+		r := adminPost(e, admin, "impersonate-user", map[string]any{"userId": user.UserID})
+		if r.Status != http.StatusOK {
+			t.Fatalf("impersonate: %d %s", r.Status, r.Body)
+		}
+		imp := testkit.Session{Bearer: r.Header.Get("set-auth-token")}
+		e.Clock.Advance(time.Second)
+		if r := e.Post("/api/marketing-consent", map[string]any{}, bearer(imp)...); r.Status != http.StatusOK {
+			t.Fatalf("consent as the user: %d %s", r.Status, r.Body)
+		}
+		events, _ := auditLog(t, e, admin, "action=consent.granted&userId="+user.UserID)
+		if len(events) != 1 || events[0].ActorID == nil || *events[0].ActorID != admin.UserID || events[0].Detail["impersonated"] != true {
+			t.Fatalf("the consent given in an impersonation: %+v", events)
+		}
+	}, withAdmin)
+}

@@ -133,6 +133,14 @@ func (r *request) RequestID() string { return r.id }
 func (r *request) ClientIP() string  { return ClientIP(r.c) }
 func (r *request) UserAgent() string { return r.c.Get(fiber.HeaderUserAgent) }
 
+// Impersonator is the admin who opened the request's session, if an admin did.
+func (r *request) Impersonator() string {
+	if st := Current(r.c); st != nil && st.Session.ImpersonatedBy != nil {
+		return *st.Session.ImpersonatedBy
+	}
+	return ""
+}
+
 // LogHandler wraps a slog handler so every record logged with a request's context carries its
 // request_id.
 func LogHandler(h slog.Handler) slog.Handler { return requestIDHandler{h} }
