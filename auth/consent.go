@@ -41,6 +41,11 @@ func (s *Service) WithdrawMarketingConsent(ctx context.Context, userID string, e
 }
 
 func (s *Service) setMarketingConsent(ctx context.Context, userID string, ev ConsentEvidence, granted bool) error {
+	if src := RequestFrom(ctx); src != nil && src.Impersonator() != "" {
+		// Consent is the person's own: an admin acting as the account cannot give or
+		// withdraw it, and its evidence would say the person did.
+		return ErrImpersonated
+	}
 	now := s.now()
 	event := models.ConsentEvent{
 		ID: newID(), UserID: userID, Kind: "marketing", Granted: granted, Wording: MarketingWording,

@@ -50,6 +50,9 @@ var (
 	ErrNotImpersonating = errors.New("auth: not impersonating anyone")
 	// ErrBanned means the account is banned: it cannot sign in or be impersonated.
 	ErrBanned = errors.New("auth: the account is banned")
+	// ErrImpersonated refuses, in a session an admin opened as an account, what only the account's
+	// owner may do (consent).
+	ErrImpersonated = errors.New("auth: not in a session an admin opened as the account")
 	// ErrNoSuchUser means the account an admin named does not exist (or is deleted).
 	ErrNoSuchUser = errors.New("auth: no such user")
 )

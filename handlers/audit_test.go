@@ -231,12 +231,19 @@ func TestAudit_ImpersonatedActionsAreTheAdmins(t *testing.T) {
 		}
 		imp := testkit.Session{Bearer: r.Header.Get("set-auth-token")}
 		e.Clock.Advance(time.Second)
-		if r := e.Post("/api/marketing-consent", map[string]any{}, bearer(imp)...); r.Status != http.StatusOK {
-			t.Fatalf("consent as the user: %d %s", r.Status, r.Body)
+		if r := e.Post("/api/auth/revoke-other-sessions", map[string]any{}, bearer(imp)...); r.Status != http.StatusOK {
+			t.Fatalf("revoking as the user: %d %s", r.Status, r.Body)
 		}
-		events, _ := auditLog(t, e, admin, "action=consent.granted&userId="+user.UserID)
+		events, _ := auditLog(t, e, admin, "action=session.revoked&userId="+user.UserID)
 		if len(events) != 1 || events[0].ActorID == nil || *events[0].ActorID != admin.UserID || events[0].Detail["impersonated"] != true {
-			t.Fatalf("the consent given in an impersonation: %+v", events)
+			t.Fatalf("the revocation made in an impersonation: %+v", events)
+		}
+		// Consent is the person's own: an admin acting as them cannot give or withdraw it.
+		for _, path := range []string{"/api/marketing-consent", "/api/marketing-consent/withdraw"} {
+			e.Post(path, map[string]any{}, bearer(imp)...).ExpectError(t, http.StatusForbidden, "NOT_ALLOWED_WHILE_IMPERSONATING")
+		}
+		if n := e.Count(&models.ConsentEvent{}, "user_id = ?", user.UserID); n != 0 {
+			t.Fatalf("%d consent events recorded in an impersonation", n)
 		}
 	}, withAdmin)
 }

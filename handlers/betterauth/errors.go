@@ -75,6 +75,7 @@ var (
 		auth.ErrSignInUnconfirmed:      newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable. The sign-in may not have completed: request a new code and try again."),
 		auth.ErrNotAdmin:               newError(fiber.StatusForbidden, "FORBIDDEN", "You are not allowed to do this"),
 		auth.ErrNoSuchUser:             newError(fiber.StatusNotFound, "USER_NOT_FOUND", "User not found"),
+		auth.ErrImpersonated:           newError(fiber.StatusForbidden, "NOT_ALLOWED_WHILE_IMPERSONATING", "Consent is the account's own: it cannot be changed in a session an admin opened as the account"),
 		auth.ErrUnknownRole:            newError(fiber.StatusBadRequest, "YOU_ARE_NOT_ALLOWED_TO_SET_NON_EXISTENT_VALUE", "You are not allowed to set a non-existent role value"),
 		auth.ErrCannotBanSelf:          newError(fiber.StatusBadRequest, "YOU_CANNOT_BAN_YOURSELF", "You cannot ban yourself"),
 		auth.ErrCannotRemoveSelf:       newError(fiber.StatusBadRequest, "YOU_CANNOT_REMOVE_YOURSELF", "You cannot remove yourself"),

@@ -92,7 +92,7 @@ func retryText(e *auth.RateLimitError) string {
 // errorPageMessage words an error no form explained, by the status it is answered with; fallback
 // is the answer's own message, for the statuses that have no words here.
 func errorPageMessage(status int, fallback string, err error) string {
-	for _, own := range []*fiber.Error{errAdminsOnly, errBadSearch} {
+	for _, own := range []*fiber.Error{errAdminsOnly, errBadSearch, errConsentImpersonated} {
 		if errors.Is(err, own) {
 			return own.Message // the pages' own refusals have words of their own
 		}

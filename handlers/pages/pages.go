@@ -113,6 +113,8 @@ func (h *Pages) page(c *fiber.Ctx, title string) (views.Page, error) {
 var (
 	// errSignInFirst refuses a change to the account without a session.
 	errSignInFirst = fiber.NewError(fiber.StatusUnauthorized, "Unauthorized")
+	// errConsentImpersonated refuses a consent change in a session an admin opened as the account.
+	errConsentImpersonated = fiber.NewError(fiber.StatusForbidden, "Product-news consent is the account owner's own choice: it cannot be changed while you act as them.")
 	// errNotAForm refuses a page POST whose body is not an HTML form.
 	errNotAForm = fiber.NewError(fiber.StatusUnsupportedMediaType, "Forms must be sent as application/x-www-form-urlencoded")
 )
@@ -422,6 +424,9 @@ func (h *Pages) changeConsent(c *fiber.Ctx, change func(context.Context, string,
 		return err
 	}
 	if err := change(c.UserContext(), st.User.ID, h.evidence(c, "/account")); err != nil {
+		if errors.Is(err, auth.ErrImpersonated) {
+			return errConsentImpersonated
+		}
 		return err
 	}
 	if !isHTMX(c) {
