@@ -28,7 +28,7 @@ func TestBrowser_AdminPages(t *testing.T) {
 		t.Fatal("an admin's header has no way to the admin pages")
 	}
 	tab.open("/admin?q=member")
-	if got := tab.text("[data-testid=admin-total]"); got != "1 accounts" {
+	if got := tab.text("[data-testid=admin-total]"); got != "1 account" {
 		t.Fatalf("the search found %q", got)
 	}
 	tab.screenshot("admin-users")

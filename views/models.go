@@ -288,6 +288,14 @@ type AdminAuditRow struct {
 	At, Action, Actor, Detail string
 }
 
+// countText writes n things in words: "1 account", "3 accounts".
+func countText(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.FormatInt(n, 10) + " " + thing + "s"
+}
+
 // AdminPageURL is the admin page of an account.
 func AdminPageURL(id string) string { return "/admin/users/" + url.PathEscape(id) }
 
