@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -467,5 +468,45 @@ func TestBinary_Users(t *testing.T) {
 				t.Fatalf("an unknown task: %d %s", code, out)
 			}
 		})
+	}
+}
+
+// A self-hoster with only an SMTP relay: the binary finds it in SMTP_URL, says so at start, trusts
+// its private CA through SSL_CERT_FILE, logs in over STARTTLS and delivers the code, which signs in.
+func TestBinary_SignInThroughSMTP(t *testing.T) {
+	cert, _ := testkit.RelayCert(t)
+	relay := testkit.StartRelay(t, testkit.StartTLSRelay, cert, "acme", "relay-secret")
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Leaf.Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(relay.Addr)
+	p := start(t, "SMTP_URL=smtp://acme:relay-secret@localhost:"+port, "EMAIL_FROM=Acme <auth@acme.test>", "SSL_CERT_FILE="+caFile)
+	if log := p.out(&p.stderr); !strings.Contains(log, "smtp localhost:"+port+" (STARTTLS, authenticated)") || strings.Contains(log, "relay-secret") {
+		t.Fatalf("the start-up log does not name the relay, or names its password:\n%s", log)
+	}
+	resp := p.post(t, "/api/auth/email-otp/send-verification-otp", `{"email":"self@hoster.test","type":"sign-in"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("send: %d", resp.StatusCode)
+	}
+	var got []testkit.Received
+	for deadline := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		got = relay.Messages()
+	}
+	if len(got) != 1 || got[0].To != "self@hoster.test" {
+		t.Fatalf("the relay took %+v\n%s", got, p.out(&p.stderr))
+	}
+	code := regexp.MustCompile(`\b\d{6}\b`).FindString(got[0].Msg.Header.Get("Subject"))
+	if code == "" || !strings.Contains(got[0].Body, code) {
+		t.Fatalf("no code in the subject %q or the body", got[0].Msg.Header.Get("Subject"))
+	}
+	if strings.Contains(p.out(&p.stdout), code) {
+		t.Fatal("with a relay, the code is still written to the console")
+	}
+	resp = p.post(t, "/api/auth/sign-in/email-otp", `{"email":"self@hoster.test","otp":"`+code+`"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("set-auth-token") == "" {
+		t.Fatalf("verify: %d", resp.StatusCode)
 	}
 }

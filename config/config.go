@@ -70,6 +70,8 @@ type Config struct {
 	EmailFrom string
 	// EmailProviderURL replaces the provider's API address (EMAIL_PROVIDER_URL).
 	EmailProviderURL string
+	// SMTPURL is the relay used without an API key (SMTP_URL).
+	SMTPURL string
 	// EmailChangeLinks enables the link-based e-mail change of the web (AUTH_EMAIL_CHANGE_LINK).
 	EmailChangeLinks bool
 	// DeletionGrace is how long a deleted account can be restored (AUTH_DELETION_GRACE).
@@ -171,9 +173,9 @@ func Load(lookup LookupFunc) (Config, error) {
 			}
 		}
 	}
-	if cfg.Secure && cfg.EmailProviderAPIKey == "" {
+	if cfg.Secure && cfg.EmailProviderAPIKey == "" && cfg.SMTPURL == "" {
 		cfg.Warnings = append(cfg.Warnings,
-			"EMAIL_PROVIDER_API_KEY is not set: sign-in codes are written to the server console, not e-mailed")
+			"neither EMAIL_PROVIDER_API_KEY nor SMTP_URL is set: sign-in codes are written to the server console, not e-mailed")
 	}
 
 	if len(errs) > 0 {

@@ -165,3 +165,45 @@ func TestLoad_NoSideEffectsOnError(t *testing.T) {
 		t.Fatalf("secret written despite the error: %v", err)
 	}
 }
+
+// SMTP_URL is checked at start: its scheme, port and settings; a bad one names the variable and
+// never repeats the password. EMAIL_FROM is required with it, and a relay reached unencrypted
+// over the network is warned about.
+func TestLoad_SMTPURL(t *testing.T) {
+	cfg, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": "smtp://u:p%40ss@mail.example.com:2525", "EMAIL_FROM": "Acme <auth@acme.example>"}))
+	if err != nil || cfg.SMTPURL != "smtp://u:p%40ss@mail.example.com:2525" || len(cfg.Warnings) != 0 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	for raw, want := range map[string]string{
+		"http://mail.example.com":                          "scheme",
+		"smtp://u:hunter2@mail.example.com:99999":          "port",
+		"smtp://:hunter2@mail.example.com":                 "without a user name",
+		"smtp://u:hunter2@mail.example.com?tls=no":         "unknown setting",
+		"smtp://u:hunter2@mail.example.com?starttls=maybe": "starttls",
+		"smtps://u:hunter2@mail.example.com?starttls=off":  "no meaning",
+		"smtp://u:hunter2@mail.example.com/path":           "nothing else",
+		"smtp://u:hunter2@%zz":                             "not a URL",
+	} {
+		_, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": raw, "EMAIL_FROM": "a@acme.example"}))
+		if err == nil || !strings.Contains(err.Error(), "SMTP_URL:") || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an SMTP_URL error about %q", raw, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error repeats the password: %v", raw, err)
+		}
+	}
+	if _, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": "smtp://mail.example.com"})); err == nil || !strings.Contains(err.Error(), "EMAIL_FROM: required with SMTP_URL") {
+		t.Fatalf("SMTP_URL without EMAIL_FROM: %v", err)
+	}
+	if _, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": "smtp://mail.example.com", "EMAIL_FROM": "not an address"})); err == nil || !strings.Contains(err.Error(), "EMAIL_FROM:") {
+		t.Fatalf("a sender that is no address: %v", err)
+	}
+	cfg, err = Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": "smtp://mail.example.com?starttls=off", "EMAIL_FROM": "a@acme.example"}))
+	if err != nil || len(cfg.Warnings) != 1 || !strings.Contains(cfg.Warnings[0], "unencrypted") {
+		t.Fatalf("starttls=off to another host: %v %q", err, cfg.Warnings)
+	}
+	cfg, err = Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": "smtp://127.0.0.1:25?starttls=off", "EMAIL_FROM": "a@acme.example"}))
+	if err != nil || len(cfg.Warnings) != 0 {
+		t.Fatalf("starttls=off on this host: %v %q", err, cfg.Warnings)
+	}
+}

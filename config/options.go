@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	netmail "net/mail"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/mail"
 )
 
 // option is one environment variable: its name, its default, how it is read and checked, and the
@@ -48,7 +50,7 @@ const DefaultMemoryLimit = 40 << 20
 
 // options are the service's settings, in the order Load reads them and the README lists them.
 // An option that another's check reads comes before it (PORT before AUTH_URL, DATABASE_URL before
-// RATE_LIMIT_STORE, EMAIL_PROVIDER_API_KEY before EMAIL_FROM); AUTH_SECRET, listed with the
+// RATE_LIMIT_STORE, EMAIL_PROVIDER_API_KEY and SMTP_URL before EMAIL_FROM); AUTH_SECRET, listed with the
 // origin it belongs to, is read last of all (Load says why).
 //
 // The domain's own defaults (the failure cap, the deletion grace) are auth's constants: config
@@ -158,14 +160,37 @@ var options = []option{
 			return errors.Join(errs...)
 		}},
 	{name: "EMAIL_PROVIDER_API_KEY",
-		doc: "A Resend API key: e-mail goes through Resend's official SDK. Unset: the console mailer (one line per e-mail on stdout).",
+		doc: "A Resend API key: e-mail goes through Resend's official SDK. Unset: `SMTP_URL`'s relay, else the console mailer (one line per e-mail on stdout). The start-up log names the transport chosen.",
 		set: func(c *Config, v string) error { c.EmailProviderAPIKey = v; return nil }},
-	{name: "EMAIL_FROM", doc: "The sender, required with a key (`Acme <auth@acme.example>`).",
+	{name: "SMTP_URL",
+		doc: "An SMTP relay, used when no API key is set: `smtp://user:password@host:587` (STARTTLS, required) or `smtps://user:password@host:465` (TLS from the first byte); user and password percent-encoded. `?starttls=opportunistic` uses STARTTLS only when offered, `?starttls=off` never (a relay on the same host only). The login uses the strongest mechanism offered, PLAIN and LOGIN only over TLS. Certificates are checked against the system's roots (`SSL_CERT_FILE` adds a private CA). Connections are reused across messages; each message's `Message-ID` is its outbox id.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if _, err := mail.CheckSMTPURL(v); err != nil {
+				return err
+			}
+			c.SMTPURL = v
+			if u, _ := url.Parse(v); u.Query().Get("starttls") == "off" && !loopbackHost(u.Hostname()) {
+				c.Warnings = append(c.Warnings, "SMTP_URL has starttls=off to "+u.Hostname()+
+					", which is not this host: the relay password, every code and every link cross the network unencrypted")
+			}
+			return nil
+		}},
+	{name: "EMAIL_FROM", doc: "The sender, required with a key or `SMTP_URL` (`Acme <auth@acme.example>`).",
 		set: func(c *Config, v string) error {
 			c.EmailFrom = v
 			var errs []error
-			if c.EmailProviderAPIKey != "" && v == "" {
+			switch {
+			case c.EmailProviderAPIKey != "" && v == "":
 				errs = append(errs, errors.New("required with EMAIL_PROVIDER_API_KEY, e.g. \"Acme <auth@acme.example>\""))
+			case c.SMTPURL != "" && v == "":
+				errs = append(errs, errors.New("required with SMTP_URL, e.g. \"Acme <auth@acme.example>\""))
+			case v != "":
+				if _, err := netmail.ParseAddress(v); err != nil {
+					errs = append(errs, fmt.Errorf("%q is not an address, e.g. \"Acme <auth@acme.example>\"", v))
+				}
 			}
 			if strings.ContainsAny(v, "\r\n") {
 				errs = append(errs, errors.New("must be one line"))
@@ -409,4 +434,13 @@ func parseSwitch(v string, dst *bool) error {
 		return fmt.Errorf("%q must be true or false", v)
 	}
 	return nil
+}
+
+// loopbackHost reports whether host names this machine (localhost or a loopback address).
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

@@ -6,7 +6,9 @@ package mail
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -87,18 +89,38 @@ type ProviderConfig struct {
 	// BaseURL overrides the provider's API address (EMAIL_PROVIDER_URL), for tests and for
 	// compatible self-hosted endpoints.
 	BaseURL string
+	// SMTPURL is the relay used without an API key (SMTP_URL; SMTPConfig.URL says its form).
+	SMTPURL string
+	// SMTPTLS, when set, replaces the relay's TLS settings (SMTPConfig.TLS).
+	SMTPTLS *tls.Config
 }
 
-// New returns the mailer the configuration asks for: Resend when an API key is set, else the
-// console mailer writing to console.
+// New returns the mailer the configuration asks for, one transport chosen once: Resend when an
+// API key is set, else the SMTP relay when SMTP_URL is, else the console mailer writing to
+// console. Describe names it for the start-up log.
 func New(cfg ProviderConfig, console io.Writer) (Mailer, error) {
-	if cfg.APIKey == "" {
-		return NewConsole(console), nil
+	switch {
+	case cfg.APIKey != "":
+		if cfg.From == "" {
+			return nil, errors.New("EMAIL_FROM: required with EMAIL_PROVIDER_API_KEY")
+		}
+		return NewResend(cfg)
+	case cfg.SMTPURL != "":
+		if cfg.From == "" {
+			return nil, errors.New("EMAIL_FROM: required with SMTP_URL")
+		}
+		return NewSMTP(SMTPConfig{URL: cfg.SMTPURL, From: cfg.From, TLS: cfg.SMTPTLS})
 	}
-	if cfg.From == "" {
-		return nil, errors.New("EMAIL_FROM: required with EMAIL_PROVIDER_API_KEY")
+	return NewConsole(console), nil
+}
+
+// Describe names the transport m delivers through, for the start-up log, without secrets:
+// "resend", "smtp mail.example.com:587 (STARTTLS, authenticated)", "console".
+func Describe(m Mailer) string {
+	if s, ok := m.(fmt.Stringer); ok {
+		return s.String()
 	}
-	return NewResend(cfg)
+	return fmt.Sprintf("%T", m)
 }
 
 // Console writes one line per e-mail, naming the kind, the recipient and the code or link:
@@ -113,6 +135,9 @@ type Console struct {
 
 // NewConsole returns a console mailer writing to w.
 func NewConsole(w io.Writer) *Console { return &Console{w: w} }
+
+// String names the transport for the start-up log.
+func (c *Console) String() string { return "console (codes and links on stdout, nothing e-mailed)" }
 
 // Send writes the message's line.
 func (c *Console) Send(_ context.Context, m Message) error {

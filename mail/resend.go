@@ -18,6 +18,9 @@ type Resend struct {
 	from   string
 }
 
+// String names the transport for the start-up log.
+func (r *Resend) String() string { return "resend " + r.client.BaseURL.Host }
+
 // NewResend returns a Resend mailer for cfg; cfg.BaseURL, when set, replaces the API address.
 func NewResend(cfg ProviderConfig) (*Resend, error) {
 	httpClient := &http.Client{Timeout: 15 * time.Second, Transport: statusTransport{http.DefaultTransport}}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -78,7 +79,10 @@ type Server struct {
 	log        *slog.Logger
 	noSchedule bool
 	ownStore   bool
-	kv         *pgstorage.Storage
+	// mailer is the transport the outbox delivers through, named in the start-up log and closed
+	// (its idle connections) by release.
+	mailer mail.Mailer
+	kv     *pgstorage.Storage
 
 	mu         sync.Mutex
 	started    bool
@@ -150,10 +154,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	mailer := opts.Mailer
 	if mailer == nil {
-		if mailer, err = mail.New(mail.ProviderConfig{APIKey: cfg.EmailProviderAPIKey, From: cfg.EmailFrom, BaseURL: cfg.EmailProviderURL}, os.Stdout); err != nil {
+		if mailer, err = mail.New(mail.ProviderConfig{APIKey: cfg.EmailProviderAPIKey, From: cfg.EmailFrom, BaseURL: cfg.EmailProviderURL, SMTPURL: cfg.SMTPURL}, os.Stdout); err != nil {
 			return nil, fmt.Errorf("no mailer: %w", err)
 		}
 	}
+	s.mailer = mailer
 	s.Auth, err = auth.New(auth.Options{
 		Store:                  s.Store,
 		Mailer:                 mailer,
@@ -297,7 +302,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	served := make(chan error, 1)
 	go func() { served <- s.App.Listener(ln) }()
-	s.log.Info("listening", "url", s.Config.BaseURL, "port", s.Config.Port, "database", database)
+	s.log.Info("listening", "url", s.Config.BaseURL, "port", s.Config.Port, "database", database, "mail", mail.Describe(s.mailer))
 	return <-served
 }
 
@@ -363,6 +368,9 @@ func (s *Server) release() {
 	}
 	if s.kv != nil {
 		s.kv.Close()
+	}
+	if c, ok := s.mailer.(io.Closer); ok {
+		c.Close()
 	}
 	if s.ownStore && s.Store != nil {
 		s.Store.Close()
