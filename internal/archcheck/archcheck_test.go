@@ -25,7 +25,7 @@ var rooms = map[string][]string{
 	"codeauth":                                {"config", "server", "auth", "middleware", "models"},
 	"codeauth/server":                         {"config", "auth", "mail", "models", "middleware", "handlers", "metrics"},
 	"codeauth/metrics":                        {"auth", "middleware", "models"},
-	"codeauth/config":                         {"auth"},
+	"codeauth/config":                         {"auth", "mail"},
 	"codeauth/handlers":                       {"auth", "middleware", "static", "handlers/betterauth", "handlers/betterauth/credential", "handlers/pages"},
 	"codeauth/handlers/betterauth":            {"auth", "middleware", "models", "handlers/betterauth/credential"},
 	"codeauth/handlers/betterauth/credential": {"auth"},
