@@ -10,7 +10,7 @@ import (
 
 // codeStore is the storage of codes and their sends: models.Store implements it.
 type codeStore interface {
-	IssueCode(ctx context.Context, in models.SendCode) (models.Counted, bool, error)
+	IssueCode(ctx context.Context, in models.SendCode) (models.Issued, error)
 	ReplaceCode(ctx context.Context, v models.Verification, mail models.OutboxMessage) error
 	SpendAttempt(ctx context.Context, a models.Attempt) (*models.SpentAttempt, error)
 	Code(ctx context.Context, purpose, subject, email string) (models.Verification, error)
@@ -20,9 +20,18 @@ type codeStore interface {
 
 // SendSignInCode issues a sign-in code for the address and e-mails it. It answers the same way
 // whether or not an account exists: the account is only created when the code is verified.
-// A new code replaces the previous one for the same address, with a fresh attempt budget.
-// An address gets SendLimit codes per SendWindow, counted in the database across instances, and
-// none while it is locked by failed verifications; both refusals are RateLimitErrors.
+//
+// A resend while the address's code is alive (not used, expired or out of attempts) sends that
+// same code again, with the attempts it has left and its first expiry (better-auth's
+// resendStrategy "reuse"): a slow e-mail and an impatient "Send a new code" no longer kill the
+// code on its way, and a resend never buys more guesses. A new code, with a fresh attempt budget,
+// is made once the old one is used, exhausted or expired. For that the code is kept sealed in its
+// row (models.Verification.SealedCode) beside its hash; the new code of this call is made and
+// sealed either way, so a resend does the work of a first send.
+//
+// An address gets SendLimit codes per SendWindow (resends included), counted in the database
+// across instances, and none while it is locked by failed verifications; both refusals are
+// RateLimitErrors.
 func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	email, err := NormalizeEmail(rawEmail)
 	if err != nil {
@@ -32,6 +41,9 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	if err != nil {
 		return err
 	}
+	if v.SealedCode, err = s.keys.sealCode(v.ID, code); err != nil {
+		return err
+	}
 	withhold, err := s.withholdCode(ctx, email)
 	if err != nil {
 		return err
@@ -39,22 +51,38 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	// The outbox delivers the e-mail after the commit, so the answer never waits on (or reveals
 	// anything through) the provider. An e-mail withheld (sign-up gating) is stored and handled as
 	// any other, and never handed to the provider.
-	d, err := s.compose.SignInCode(email, code)
-	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "sign-in-code:" + email, Withhold: withhold})
+	codeMail := func(code string, expires time.Time) (models.OutboxMessage, error) {
+		d, err := s.compose.SignInCode(email, code)
+		return s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &expires, Supersede: "sign-in-code:" + email, Withhold: withhold})
+	}
+	m, err := codeMail(code, v.ExpiresAt)
 	if err != nil {
 		return err
 	}
-	// The send is counted in the transaction that stores the code and its e-mail, so one commit
-	// makes both durable. A refused send is committed alone: it still counts.
+	resend := func(live models.Verification) (models.OutboxMessage, error) {
+		code, err := s.keys.openCode(live.ID, live.SealedCode)
+		if err != nil {
+			// Sealed under another AUTH_SECRET: the new code replaces it.
+			return models.OutboxMessage{}, models.ErrNotReusable
+		}
+		return codeMail(code, live.ExpiresAt)
+	}
+	// The send is counted in the transaction that stores the code (or reads the live one) and
+	// queues its e-mail, so one commit makes both durable. A refused send is committed alone: it
+	// still counts.
 	count := s.sendCount(email, true)
-	c, stored, err := s.store.IssueCode(ctx, models.SendCode{Count: count, Limit: SendLimit, Code: v, Mail: m})
+	issued, err := s.store.IssueCode(ctx, models.SendCode{Count: count, Limit: SendLimit, Code: v, Mail: m, Reuse: resend, MaxAttempts: OTPMaxAttempts})
 	if err != nil {
 		return err
 	}
-	if !stored {
-		return s.sendRefused(ctx, email, count, c)
+	if !issued.Stored && !issued.Reused {
+		return s.sendRefused(ctx, email, count, issued.Counted)
 	}
-	s.stats.codesIssued.Add(1)
+	if issued.Reused {
+		s.stats.codesResent.Add(1)
+	} else {
+		s.stats.codesIssued.Add(1)
+	}
 	s.outbox.Kick()
 	return nil
 }

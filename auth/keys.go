@@ -4,7 +4,9 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"sync"
@@ -19,6 +21,7 @@ type keys struct {
 	device   macs        // keys the device hashes of known_devices
 	cache    cipher.AEAD // seals the session_data cookie cache
 	jwt      cipher.AEAD // seals the private JWT signing keys in the jwks table
+	code     cipher.AEAD // seals sign-in codes in their rows, for a resend (sealCode)
 }
 
 // macs hands out reusable HMAC-SHA256s keyed with one key: hashes of codes and addresses are on
@@ -59,13 +62,42 @@ func newKeys(secret []byte) (*keys, error) {
 	if err != nil {
 		return nil, err
 	}
+	code, err := newAEAD(deriveKey(secret, "sign-in-code"))
+	if err != nil {
+		return nil, err
+	}
 	return &keys{
+		code:     code,
 		otp:      macs{key: deriveKey(secret, "otp")},
 		throttle: macs{key: deriveKey(secret, "throttle")},
 		device:   macs{key: deriveKey(secret, "known-device")},
 		cache:    cache,
 		jwt:      jwt,
 	}, nil
+}
+
+// sealCode seals a sign-in code for its row id (models.Verification.SealedCode): a random nonce,
+// then the code sealed with the id as additional data, so a sealed code copied to another row
+// does not open.
+func (k *keys) sealCode(id, code string) ([]byte, error) {
+	out := make([]byte, k.code.NonceSize(), k.code.NonceSize()+len(code)+k.code.Overhead())
+	if _, err := rand.Read(out); err != nil {
+		return nil, fmt.Errorf("auth: reading random bytes: %w", err)
+	}
+	return k.code.Seal(out, out, []byte(code), []byte(id)), nil
+}
+
+// openCode opens what sealCode sealed for the row id.
+func (k *keys) openCode(id string, sealed []byte) (string, error) {
+	ns := k.code.NonceSize()
+	if len(sealed) < ns {
+		return "", errors.New("auth: sealed code too short")
+	}
+	code, err := k.code.Open(nil, sealed[:ns], sealed[ns:], []byte(id))
+	if err != nil {
+		return "", fmt.Errorf("auth: opening a sealed code: %w", err)
+	}
+	return string(code), nil
 }
 
 // newAEAD is AES-256-GCM under key.

@@ -199,6 +199,9 @@ func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microse
 type Stats struct {
 	// CodesIssued is the number of codes stored and handed to the mailer.
 	CodesIssued int64
+	// CodesResent is the number of sign-in codes sent again, unchanged, by a resend while they
+	// were alive.
+	CodesResent int64
 	// CodeComparisons is the number of times a submitted code was compared with a stored one.
 	CodeComparisons int64
 	// SignIns is the number of successful verifications, sign-ups included.
@@ -233,7 +236,7 @@ type Stats struct {
 }
 
 type counters struct {
-	codesIssued, codeComparisons, signIns, signUps                      atomic.Int64
+	codesIssued, codesResent, codeComparisons, signIns, signUps         atomic.Int64
 	verifyWrong, verifyExpired, verifyLocked, verifyOther, verifyBanned atomic.Int64
 	throttledSends, throttledLocked                                     atomic.Int64
 	sessionReads, cookieCacheReads, sessionsEnded                       atomic.Int64
@@ -243,6 +246,7 @@ type counters struct {
 func (s *Service) Stats() Stats {
 	st := Stats{
 		CodesIssued:      s.stats.codesIssued.Load(),
+		CodesResent:      s.stats.codesResent.Load(),
 		CodeComparisons:  s.stats.codeComparisons.Load(),
 		SignIns:          s.stats.signIns.Load(),
 		SignUps:          s.stats.signUps.Load(),

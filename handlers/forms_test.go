@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"codeauth/internal/testkit"
 	"codeauth/middleware"
@@ -139,6 +140,43 @@ func TestPages_EveryFormRouteRequiresAFormBody(t *testing.T) {
 		}
 		if after := dbSnapshot(t, e); after != before {
 			t.Fatalf("refused form posts changed the database:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+}
+
+// The page's resend says the code went out again, in the same words whether the live code was
+// sent again or a new one made, so it tells nobody whether someone asked for a code lately; the
+// code from either e-mail signs in.
+func TestPages_ResendSaysTheCodeWentOutAgain(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		resend := func(email string) string {
+			t.Helper()
+			r := postForm(e, "/auth/code", url.Values{"email": {email}, "mode": {"sign-in"}, "resend": {"1"}})
+			if r.Status != http.StatusOK {
+				t.Fatalf("resend: %d %s", r.Status, r.Body)
+			}
+			body := string(r.Body)
+			i := strings.Index(body, `data-testid="code-resent"`)
+			if i < 0 {
+				t.Fatalf("the resend does not say the code went out again:\n%s", body)
+			}
+			return body[i : i+strings.Index(body[i:], "</p>")]
+		}
+		// The live code sent again, and a code made new after the first expired: the same words.
+		first := e.SendCode("alice@example.com")
+		again := resend("alice@example.com")
+		if e.Mailer.LastCode("alice@example.com") != first {
+			t.Fatal("the page's resend did not send the live code again")
+		}
+		e.Clock.Advance(time.Hour)
+		fresh := resend("alice@example.com")
+		if again != fresh {
+			t.Fatalf("the resend's words tell the two cases apart: %q and %q", again, fresh)
+		}
+		// A first send says nothing of the kind.
+		r := postForm(e, "/auth/code", url.Values{"email": {"bob@example.com"}, "mode": {"sign-in"}})
+		if strings.Contains(string(r.Body), `data-testid="code-resent"`) {
+			t.Fatal("a first send says the code was sent again")
 		}
 	})
 }

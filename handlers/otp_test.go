@@ -10,6 +10,7 @@ import (
 
 	"codeauth/auth"
 	"codeauth/internal/testkit"
+	"codeauth/mail"
 	"codeauth/models"
 )
 
@@ -284,20 +285,114 @@ func TestVerify_CodeExpiresAt600Seconds(t *testing.T) {
 	})
 }
 
-// Catalogue A3: a new code replaces the old one.
-func TestVerify_ReplacedCodeIsDead(t *testing.T) {
+// Catalogue A3, with the resend that keeps the first code alive (issue 17): one code is live per
+// address and purpose. A resend while it lives sends that same code again, with the attempts it
+// has left and its first expiry, so a slow e-mail and an impatient resend do not kill the code on
+// its way, and a resend never buys more guesses.
+func TestVerify_ResendSendsTheLiveCodeAgain(t *testing.T) {
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		first := e.SendCode("alice@example.com")
-		second := e.SendCode("alice@example.com")
-		if first == second {
-			second = e.SendCode("alice@example.com") // one in a million: draw again
+		signIn(e, "alice@example.com", wrongCode(first, 0)).ExpectError(t, 400, "INVALID_OTP")
+		signIn(e, "alice@example.com", wrongCode(first, 1)).ExpectError(t, 400, "INVALID_OTP")
+		e.Clock.Advance(9 * time.Minute)
+		if again := e.SendCode("alice@example.com"); again != first {
+			t.Fatalf("a resend within the code's life sent %q, want the live code %q", again, first)
 		}
-		signIn(e, "alice@example.com", first).ExpectError(t, 400, "INVALID_OTP")
-		if r := signIn(e, "alice@example.com", second); r.Status != 200 {
-			t.Fatalf("latest code: %d %s", r.Status, r.Body)
+		if n := len(e.Mailer.Find(mail.KindSignInCode, "alice@example.com")); n != 2 {
+			t.Fatalf("%d e-mails, want the code sent twice", n)
 		}
-		if n := e.Count(&models.Verification{}); n != 0 {
-			t.Fatalf("verifications left = %d, want 0", n)
+		var v models.Verification
+		if err := e.DB.Take(&v).Error; err != nil || v.Attempts != 2 || !v.ExpiresAt.Equal(testkit.Start.Add(auth.OTPLifetime)) {
+			t.Fatalf("after the resend the code has %d attempts spent, expires %v (%v); want 2 and its first expiry", v.Attempts, v.ExpiresAt, err)
+		}
+		// Catalogue A4: the row keeps the code sealed, never in plain text.
+		if strings.Contains(string(v.SealedCode), first) || strings.Contains(v.CodeHash, first) || len(v.SealedCode) == 0 {
+			t.Fatalf("the stored code is readable: %q", v.SealedCode)
+		}
+		// The budget was not reset: three more wrong codes use it up.
+		for i := 2; i < auth.OTPMaxAttempts; i++ {
+			signIn(e, "alice@example.com", wrongCode(first, i)).ExpectError(t, 400, "INVALID_OTP")
+		}
+		signIn(e, "alice@example.com", first).ExpectError(t, 403, "TOO_MANY_ATTEMPTS")
+	})
+}
+
+// The expiry is not extended by resends: the code sent at 0 s and again at 9 min dies at 10 min.
+func TestVerify_ResendKeepsTheFirstExpiry(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		code := e.SendCode("alice@example.com")
+		e.Clock.Advance(9 * time.Minute)
+		e.SendCode("alice@example.com")
+		e.Clock.Advance(time.Minute)
+		signIn(e, "alice@example.com", code).ExpectError(t, 400, "OTP_EXPIRED")
+	})
+}
+
+// A new code, with a fresh budget, is made once the live one is used, out of attempts or expired;
+// the old code then no longer works (catalogue A3: only the latest code is live).
+func TestVerify_NewCodeOnceTheLiveOneIsDone(t *testing.T) {
+	// fresh sends again and checks that a new code (a new row, no attempts spent) was made, and
+	// that the old code, unless the new one drew the same digits (one in a million), is dead.
+	fresh := func(t *testing.T, e *testkit.Env, old string) string {
+		t.Helper()
+		var before []models.Verification
+		e.DB.Find(&before)
+		code := e.SendCode("alice@example.com")
+		var v models.Verification
+		if err := e.DB.Take(&v).Error; err != nil || v.Attempts != 0 || v.Exhausted || (len(before) == 1 && before[0].ID == v.ID) {
+			t.Fatalf("no new code was made: the row has %d attempts spent, exhausted %v, the same row %v (%v)",
+				v.Attempts, v.Exhausted, len(before) == 1 && before[0].ID == v.ID, err)
+		}
+		if code != old {
+			signIn(e, "alice@example.com", old).ExpectError(t, 400, "INVALID_OTP")
+		}
+		return code
+	}
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		t.Run("used", func(t *testing.T) {
+			old := e.SendCode("alice@example.com")
+			if r := signIn(e, "alice@example.com", old); r.Status != 200 {
+				t.Fatalf("sign-in: %d %s", r.Status, r.Body)
+			}
+			code := fresh(t, e, old)
+			if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+				t.Fatalf("the new code: %d %s", r.Status, r.Body)
+			}
+		})
+		t.Run("out of attempts", func(t *testing.T) {
+			old := e.SendCode("alice@example.com")
+			for i := range auth.OTPMaxAttempts {
+				signIn(e, "alice@example.com", wrongCode(old, i)).ExpectError(t, 400, "INVALID_OTP")
+			}
+			code := fresh(t, e, old)
+			if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+				t.Fatalf("the new code: %d %s", r.Status, r.Body)
+			}
+		})
+		t.Run("expired", func(t *testing.T) {
+			e.Clock.Advance(time.Hour) // a fresh send window
+			old := e.SendCode("alice@example.com")
+			e.Clock.Advance(auth.OTPLifetime)
+			code := fresh(t, e, old)
+			if r := signIn(e, "alice@example.com", code); r.Status != 200 {
+				t.Fatalf("the new code: %d %s", r.Status, r.Body)
+			}
+		})
+	})
+}
+
+// Resends count against the address's sends like first sends (catalogue A5).
+func TestSend_ResendsCountAgainstTheLimit(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		for range auth.SendLimit {
+			e.SendCode("alice@example.com")
+		}
+		r := e.Post("/api/auth/email-otp/send-verification-otp", map[string]any{"email": "alice@example.com", "type": "sign-in"})
+		if r.Status != http.StatusTooManyRequests {
+			t.Fatalf("send %d: %d, want 429", auth.SendLimit+1, r.Status)
+		}
+		if n := len(e.Mailer.Find(mail.KindSignInCode, "alice@example.com")); n != auth.SendLimit {
+			t.Fatalf("%d e-mails, want %d", n, auth.SendLimit)
 		}
 	})
 }

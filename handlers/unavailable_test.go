@@ -236,7 +236,7 @@ func TestVerify_CommitAcknowledgementLost(t *testing.T) {
 	proxy.CutAfterCommit(true)
 	page := e.Do(testkit.Request{Method: "POST", Path: "/auth/verify", Body: "mode=sign-in&email=carol%40example.com&otp=" + pageCode,
 		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Hx-Request": {"true"}}})
-	if page.Status != http.StatusServiceUnavailable || page.Header.Get("Retry-After") == "" || !strings.Contains(string(page.Body), "Send a new code") {
+	if page.Status != http.StatusServiceUnavailable || page.Header.Get("Retry-After") == "" || !strings.Contains(string(page.Body), "Send the code again") {
 		t.Fatalf("the page of an unconfirmed sign-in: %d, Retry-After %q\n%s", page.Status, page.Header.Get("Retry-After"), page.Body)
 	}
 	proxy.Up()

@@ -147,6 +147,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 
 var (
 	codesSent     = desc("codes_sent_total", "Codes made and queued for e-mail (sign-in and e-mail change).")
+	codesResent   = desc("codes_resent_total", "Sign-in codes queued for e-mail again, unchanged, by a resend while they were alive.")
 	verifications = desc("verifications_total", "Code verifications by outcome: ok, wrong (or unknown), expired, locked (out of attempts or the address locked), banned (a right code of a banned account), other (bad input, database unavailable).", "outcome")
 	signUps       = desc("sign_ups_total", "Accounts created.")
 	rateLimited   = desc("rate_limited_total", "Requests refused by a limit: the per-IP rules by name, and address-sends and address-locked for the per-address ones.", "rule")
@@ -165,7 +166,7 @@ var (
 
 // Describe sends the descriptions of the service's metrics.
 func (s *service) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{codesSent, verifications, signUps, rateLimited, sessionReads, sessionQuery,
+	for _, d := range []*prometheus.Desc{codesSent, codesResent, verifications, signUps, rateLimited, sessionReads, sessionQuery,
 		sessionsMade, sessionsEnded, outboxPending, outboxAge, deliveries, dbConns, dbConnsMax, dbWaits, dbWaitSecs} {
 		ch <- d
 	}
@@ -181,6 +182,7 @@ func (s *service) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := s.src.Auth.Stats()
 	counter(codesSent, st.CodesIssued)
+	counter(codesResent, st.CodesResent)
 	counter(verifications, st.SignIns, "ok")
 	counter(verifications, st.VerifyWrong, "wrong")
 	counter(verifications, st.VerifyExpired, "expired")

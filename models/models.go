@@ -87,6 +87,11 @@ type Verification struct {
 	Exhausted bool      `gorm:"not null"`
 	ExpiresAt time.Time `gorm:"not null;index"`
 	CreatedAt time.Time `gorm:"not null"`
+	// SealedCode is a sign-in code itself, sealed with a key derived from AUTH_SECRET (bound to
+	// the row's id), so a resend within its lifetime can send the same code again instead of
+	// killing the one still on its way (auth.SendSignInCode). Nil for the other purposes, whose
+	// codes only their hash keeps.
+	SealedCode []byte
 }
 
 // UserData is the service's own per-user preference record, created with the account.

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,29 +17,70 @@ type SendCode struct {
 	Limit int
 	Code  Verification
 	Mail  OutboxMessage
+	// Reuse, when set, is asked for the e-mail that sends the live code for Code's purpose,
+	// subject and address again, when there is one with a sealed code, attempts left (of
+	// MaxAttempts) and time left: that code and its attempt budget are then kept, and Code and
+	// Mail are not stored. Reuse answers ErrNotReusable to have them stored after all (a code
+	// sealed under another AUTH_SECRET).
+	Reuse       func(live Verification) (OutboxMessage, error)
+	MaxAttempts int
 }
 
-// IssueCode runs a SendCode in one transaction, so one commit makes the count, the code and its
-// e-mail durable together; a refused send is committed alone, and still counts. It returns the
-// count and whether the code was stored.
-func (s *Store) IssueCode(ctx context.Context, in SendCode) (Counted, bool, error) {
-	var c Counted
-	stored := false
+// Issued is what a SendCode did: the address's count, and whether the code was stored (Stored)
+// or the live one sent again (Reused). Neither when the count refused the send.
+type Issued struct {
+	Counted
+	Stored, Reused bool
+}
+
+// ErrNotReusable is SendCode.Reuse declining the live code.
+var ErrNotReusable = errors.New("models: the live code cannot be sent again")
+
+// liveCodeQuery reads the live code a resend can send again (SendCode.Reuse).
+const liveCodeQuery = `SELECT * FROM verifications WHERE purpose = ? AND subject = ? AND email = ?
+ AND attempts < ? AND NOT exhausted AND expires_at > ? AND sealed_code IS NOT NULL`
+
+// IssueCode runs a SendCode in one transaction, so one commit makes the count, the code (or the
+// live code's resend) and its e-mail durable together; a refused send is committed alone, and
+// still counts. On PostgreSQL the live code is read in the count's round trip.
+func (s *Store) IssueCode(ctx context.Context, in SendCode) (Issued, error) {
+	var out Issued
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
-		var err error
-		if c, err = count(tx, in.Count); err != nil {
+		var live []Verification
+		if in.Reuse != nil {
+			if err := scanLater(tx, &live, liveCodeQuery, in.Code.Purpose, in.Code.Subject, in.Code.Email, in.MaxAttempts, in.Code.CreatedAt); err != nil {
+				return fmt.Errorf("models: reading the live code: %w", err)
+			}
+		}
+		c, err := count(tx, in.Count)
+		if err != nil {
 			return err
 		}
+		out.Counted = c
 		if c.Locked || c.Count > in.Limit {
 			return nil
+		}
+		if len(live) == 1 {
+			live[0].ExpiresAt, live[0].CreatedAt = live[0].ExpiresAt.UTC(), live[0].CreatedAt.UTC()
+			m, err := in.Reuse(live[0])
+			switch {
+			case err == nil:
+				out.Reused = true
+				return enqueueOutbox(tx, &m)
+			case !errors.Is(err, ErrNotReusable):
+				return err
+			}
 		}
 		if err := upsertCode(tx, &in.Code); err != nil {
 			return err
 		}
-		stored = true
+		out.Stored = true
 		return enqueueOutbox(tx, &in.Mail)
 	})
-	return c, stored && err == nil, err
+	if err != nil {
+		return Issued{Counted: out.Counted}, err
+	}
+	return out, nil
 }
 
 // ReplaceCode stores v, replacing the live code or link for its purpose and subject, and queues
@@ -58,7 +100,7 @@ func (s *Store) ReplaceCode(ctx context.Context, v Verification, mail OutboxMess
 func upsertCode(tx *gorm.DB, v *Verification) error {
 	err := insertLater(tx, v, ` ON CONFLICT (purpose, subject) DO UPDATE SET id = excluded.id, email = excluded.email,
  code_hash = excluded.code_hash, attempts = excluded.attempts, exhausted = excluded.exhausted,
- expires_at = excluded.expires_at, created_at = excluded.created_at`)
+ expires_at = excluded.expires_at, created_at = excluded.created_at, sealed_code = excluded.sealed_code`)
 	if err != nil {
 		return fmt.Errorf("models: storing a code: %w", err)
 	}

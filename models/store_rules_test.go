@@ -87,14 +87,14 @@ func TestStoreIssuesCodesWithinTheLimitOnly(t *testing.T) {
 		ctx := context.Background()
 		send := func(lockKey string) (Counted, bool) {
 			t.Helper()
-			c, stored, err := s.IssueCode(ctx, SendCode{
+			issued, err := s.IssueCode(ctx, SendCode{
 				Count: Count{Key: "send:b", ResetAt: now.Add(time.Minute), Now: now, LockKey: lockKey, MaxFailures: 1},
 				Limit: 2, Code: testCode("b@x.io", now), Mail: testMail("b@x.io", "sign-in-code:b@x.io", now),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return c, stored
+			return issued.Counted, issued.Stored
 		}
 		for i := 1; i <= 2; i++ {
 			if c, stored := send(""); !stored || c.Count != i {

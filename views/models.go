@@ -73,6 +73,11 @@ type Entry struct {
 	// AUTH_ALLOWED_EMAIL_DOMAINS); empty when anyone may. With it, the code step does not claim
 	// that a code was sent, since it was not for an address that could never use it.
 	SignUpNote string
+	// Resent means the code step follows a resend: it says the code went out again. It does not
+	// say whether it is the same code (a resend while the code lives sends it again) or a new
+	// one, which would tell anyone whether someone asked for a code lately; the newest e-mail
+	// always carries the code that works.
+	Resent bool
 }
 
 // ResendCooldown is the wait, in seconds, before the page offers to send another code. It is

@@ -28,9 +28,9 @@ var invalidEmail = problem{fiber.StatusUnprocessableEntity, "Enter a valid e-mai
 var problems = map[error]problem{
 	auth.ErrInvalidEmail:        invalidEmail,
 	auth.ErrInvalidOTP:          {fiber.StatusUnprocessableEntity, "That code is not right. Check the e-mail and try again."},
-	auth.ErrOTPExpired:          {fiber.StatusUnprocessableEntity, "That code has expired. Send a new code."},
-	auth.ErrTooManyAttempts:     {fiber.StatusUnprocessableEntity, "Too many wrong codes. Send a new code."},
-	auth.ErrSignInUnconfirmed:   {fiber.StatusServiceUnavailable, "The service was briefly unavailable, so we could not confirm your sign-in. Send a new code and try again."},
+	auth.ErrOTPExpired:          {fiber.StatusUnprocessableEntity, "That code has expired. Send the code again for a new one."},
+	auth.ErrTooManyAttempts:     {fiber.StatusUnprocessableEntity, "Too many wrong codes. Send the code again for a new one."},
+	auth.ErrSignInUnconfirmed:   {fiber.StatusServiceUnavailable, "The service was briefly unavailable, so we could not confirm your sign-in. Send the code again and try again."},
 	auth.ErrEmailSame:           {fiber.StatusUnprocessableEntity, "That is already your address."},
 	auth.ErrChangeLinksDisabled: {fiber.StatusUnprocessableEntity, "Changing the address on the web is switched off here. Use the app."},
 	auth.ErrTokenExpired:        {fiber.StatusGone, "This link has expired. Ask for a new one from your account page."},

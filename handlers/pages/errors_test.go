@@ -23,7 +23,7 @@ func TestExplain(t *testing.T) {
 		{limited, countedLinks, 429, "Too many links were asked for. Please try again in 42 seconds."},
 		{auth.ErrInvalidOTP, countedAttempts, 422, "That code is not right. Check the e-mail and try again."},
 		{fmt.Errorf("%w: %w", auth.ErrSignInUnconfirmed, fmt.Errorf("connection reset")), countedAttempts, 503,
-			"The service was briefly unavailable, so we could not confirm your sign-in. Send a new code and try again."},
+			"The service was briefly unavailable, so we could not confirm your sign-in. Send the code again and try again."},
 		{auth.ErrTokenExpired, countedRequests, 410, "This link has expired. Ask for a new one from your account page."},
 		{auth.ErrEmailTaken, countedRequests, 409, "That address now belongs to another account, so it cannot be used here."},
 		{&auth.FieldError{Field: "name", Reason: auth.ReasonTooLong, Max: 100}, countedRequests, 422,

@@ -238,7 +238,7 @@ func (h *Pages) sendCode(c *fiber.Ctx) error {
 	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
 	if err == nil {
 		e.Email, _ = auth.NormalizeEmail(e.Email)
-		e.Step, e.Cooldown = views.StepCode, views.ResendCooldown
+		e.Step, e.Cooldown, e.Resent = views.StepCode, views.ResendCooldown, resend
 		return h.renderEntry(c, fiber.StatusOK, e)
 	}
 	pr, known := explain(err, countedCodes)
