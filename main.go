@@ -83,6 +83,7 @@ func run(args []string) int {
 		log.Info("schema is up to date")
 		return 0
 	}
+	opts.OneShot = cmd != "serve"
 	srv, err := server.New(ctx, cfg, opts)
 	if err != nil {
 		log.Error("cannot start", "error", err)

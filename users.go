@@ -90,7 +90,8 @@ func runUsers(ctx context.Context, srv *server.Server, args []string, out, errOu
 		fmt.Fprintln(errOut, usersUsage)
 		return 2
 	}
-	user, err := findUser(ctx, a, op, target[0])
+	// remove erases an account in its deletion grace period too; the others act on live ones.
+	user, err := a.FindAccount(ctx, op, target[0], task == "remove")
 	if err != nil {
 		return fail(err)
 	}
@@ -130,26 +131,6 @@ func runUsers(ctx context.Context, srv *server.Server, args []string, out, errOu
 	return 0
 }
 
-// findUser reads the account named by its id or its address.
-func findUser(ctx context.Context, a *auth.Service, op *auth.SessionState, idOrEmail string) (models.User, error) {
-	if !strings.Contains(idOrEmail, "@") {
-		return a.AdminGetUser(ctx, op, idOrEmail)
-	}
-	email, err := auth.NormalizeEmail(idOrEmail)
-	if err != nil {
-		return models.User{}, err
-	}
-	users, _, _, err := a.ListUsers(ctx, op, models.UserQuery{Limit: 1,
-		Where: []models.UserCondition{{Field: models.UserFieldEmail, Op: models.OpEq, Value: email}}})
-	if err != nil {
-		return models.User{}, err
-	}
-	if len(users) == 0 {
-		return models.User{}, auth.ErrNoSuchUser
-	}
-	return users[0], nil
-}
-
 // printUsers writes accounts as an aligned table.
 func printUsers(out io.Writer, users []models.User) {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -176,6 +157,8 @@ func describe(err error) string {
 		return "unknown role: use admin, user or admin,user"
 	case errors.Is(err, auth.ErrInvalidEmail):
 		return "not an e-mail address"
+	case errors.Is(err, auth.ErrInvalidBanLength):
+		return "-for cannot be negative (0 bans for good)"
 	}
 	return err.Error()
 }

@@ -21,6 +21,7 @@ import (
 type adminStore interface {
 	ListUsers(ctx context.Context, q models.UserQuery) ([]models.User, int64, error)
 	User(ctx context.Context, id string) (models.User, error)
+	UserByEmailWithDeleted(ctx context.Context, email string) (models.User, error)
 	SetRole(ctx context.Context, id, role string, now time.Time) (models.User, error)
 	Ban(ctx context.Context, id string, reason *string, expires *time.Time, now time.Time) (models.User, []string, error)
 	Unban(ctx context.Context, id string, now time.Time) (models.User, error)
@@ -157,6 +158,38 @@ func (s *Service) AdminGetUser(ctx context.Context, st *SessionState, id string)
 	return s.adminTarget(ctx, id)
 }
 
+// FindAccount reads, for an admin, the account named by its id or its address (the operator's
+// command line), live or, with deleted, also in its deletion grace period (what remove erases);
+// ErrNoSuchUser when there is none.
+func (s *Service) FindAccount(ctx context.Context, st *SessionState, idOrEmail string, deleted bool) (models.User, error) {
+	if err := requireAdmin(st); err != nil {
+		return models.User{}, err
+	}
+	var u models.User
+	var err error
+	switch {
+	case !strings.Contains(idOrEmail, "@"):
+		if !canonicalUUID(idOrEmail) {
+			return models.User{}, ErrNoSuchUser
+		}
+		if deleted {
+			u, err = s.store.UserWithDeleted(ctx, idOrEmail)
+		} else {
+			u, err = s.store.User(ctx, idOrEmail)
+		}
+	default:
+		email, nerr := NormalizeEmail(idOrEmail)
+		if nerr != nil {
+			return models.User{}, nerr
+		}
+		u, err = s.store.UserByEmailWithDeleted(ctx, email)
+		if err == nil && u.DeletedAt.Valid && !deleted {
+			return models.User{}, ErrNoSuchUser
+		}
+	}
+	return u, notFoundAs(err, ErrNoSuchUser, "reading an account")
+}
+
 // adminTarget reads the live account an admin acts on; ErrNoSuchUser when there is none.
 func (s *Service) adminTarget(ctx context.Context, id string) (models.User, error) {
 	if !canonicalUUID(id) {
@@ -217,7 +250,7 @@ func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason stri
 		return models.User{}, ErrCannotBanSelf
 	}
 	if expiresIn < 0 {
-		expiresIn = 0
+		return models.User{}, ErrInvalidBanLength
 	}
 	var why *string
 	if reason = cleanText(strings.TrimSpace(reason), MaxBanReason); reason != "" {
@@ -305,6 +338,28 @@ func (s *Service) RevokeUserSession(ctx context.Context, st *SessionState, handl
 	}
 	s.revokeLocally([]string{ended})
 	s.record(ctx, AuditSessionRevoked, st.User.ID, "", map[string]any{"sessions": []string{ended}, "by": "admin"})
+	return nil
+}
+
+// RevokeAccountSession ends the session id of the account userID for an admin (the admin page's
+// "Sign out" of one device); ErrSessionNotFound when the account has no such session, so a
+// session of another account is never ended from this account's page, or recorded against it.
+func (s *Service) RevokeAccountSession(ctx context.Context, st *SessionState, userID, id string) error {
+	if err := requireAdmin(st); err != nil {
+		return err
+	}
+	if !canonicalUUID(userID) || !canonicalUUID(id) {
+		return ErrSessionNotFound
+	}
+	ended, err := s.store.EndUserSession(ctx, userID, id, "")
+	if err != nil {
+		return err
+	}
+	if ended == "" {
+		return ErrSessionNotFound
+	}
+	s.revokeLocally([]string{ended})
+	s.record(ctx, AuditSessionRevoked, st.User.ID, userID, map[string]any{"sessions": []string{ended}, "by": "admin"})
 	return nil
 }
 

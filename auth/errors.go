@@ -44,6 +44,8 @@ var (
 	// ErrCannotBanSelf and ErrCannotRemoveSelf refuse an admin acting on their own account.
 	ErrCannotBanSelf    = errors.New("auth: an admin cannot ban themself")
 	ErrCannotRemoveSelf = errors.New("auth: an admin cannot remove themself")
+	// ErrInvalidBanLength refuses a ban whose length is negative (0 is a ban for good).
+	ErrInvalidBanLength = errors.New("auth: a ban cannot last a negative time")
 	// ErrCannotImpersonateAdmin refuses to open a session as another admin.
 	ErrCannotImpersonateAdmin = errors.New("auth: admins cannot be impersonated")
 	// ErrNotImpersonating means stop-impersonating was asked by a session no admin opened.

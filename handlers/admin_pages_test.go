@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"codeauth/internal/testkit"
+	"codeauth/models"
 )
 
 // The admin pages refuse anyone but an admin, and a destructive action without its tick, and
@@ -42,6 +43,26 @@ func TestAdminPages_Refusals(t *testing.T) {
 		}
 		if r := page(admin, "GET", "/admin/users/nobody", nil); r.Status != http.StatusNotFound {
 			t.Fatalf("an unknown account: %d", r.Status)
+		}
+		// One device's "Sign out" acts on the account of its page only: another account's session,
+		// named on this page, is left alone (review of issue 16).
+		other := e.SignIn("other@example.com")
+		var otherSession models.Session
+		e.DB.Take(&otherSession, "user_id = ?", other.UserID)
+		if r := page(admin, "POST", "/admin/users/"+user.UserID+"/sessions/revoke", url.Values{"session": {otherSession.ID}}); r.Status != http.StatusUnprocessableEntity ||
+			!live(t, e, other) {
+			t.Fatalf("another account's session revoked from this account's page: %d", r.Status)
+		}
+		var ownSession models.Session
+		e.DB.Take(&ownSession, "user_id = ?", user.UserID)
+		if r := page(admin, "POST", "/admin/users/"+user.UserID+"/sessions/revoke", url.Values{"session": {ownSession.ID}}); r.Status != http.StatusSeeOther || live(t, e, user) {
+			t.Fatalf("the account's own session: %d", r.Status)
+		}
+		user = e.SignIn("plain@example.com")
+		// A ban length the form does not offer is refused, not read as "for good".
+		if r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"-5h"}}); r.Status != http.StatusUnprocessableEntity ||
+			!strings.Contains(string(r.Body), "Choose how long the ban lasts.") || !live(t, e, user) {
+			t.Fatalf("a negative ban length: %d", r.Status)
 		}
 		r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"24h"}, "reason": {"spam"}})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/admin/users/"+user.UserID+"?done=banned" || live(t, e, user) {

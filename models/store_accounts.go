@@ -29,6 +29,17 @@ func (s *Store) UserWithDeleted(ctx context.Context, id string) (User, error) {
 	return readUser(s.db.WithContext(ctx).Unscoped(), id)
 }
 
+// UserByEmailWithDeleted reads the account holding the address email, live or in its deletion
+// grace period; ErrNotFound when there is none.
+func (s *Store) UserByEmailWithDeleted(ctx context.Context, email string) (User, error) {
+	var u User
+	if err := s.db.WithContext(ctx).Unscoped().Where("email = ?", email).Take(&u).Error; err != nil {
+		return User{}, notFound(err, "reading an account")
+	}
+	u.CreatedAt, u.UpdatedAt = u.CreatedAt.UTC(), u.UpdatedAt.UTC()
+	return u, nil
+}
+
 func readUser(db *gorm.DB, id string) (User, error) {
 	var u User
 	if err := db.Where("id = ?", id).Take(&u).Error; err != nil {

@@ -111,6 +111,12 @@ func (s *Store) ListUsers(ctx context.Context, q UserQuery) ([]User, int64, erro
 	return users, total, nil
 }
 
+// text reports whether f is a text column, the only kind the text operators (contains,
+// starts_with, ends_with) compare: PostgreSQL has no LOWER of a uuid, a boolean or a time.
+func (f UserField) text() bool {
+	return f == UserFieldEmail || f == UserFieldName || f == UserFieldRole
+}
+
 func (f UserField) valid() bool {
 	switch f {
 	case UserFieldID, UserFieldEmail, UserFieldName, UserFieldEmailVerified, UserFieldRole, UserFieldBanned,
@@ -144,7 +150,7 @@ func (c UserCondition) sql() (string, []any, error) {
 		return col + " NOT IN ?", []any{values}, nil
 	case OpContains, OpStartsWith, OpEndsWith:
 		text, ok := c.Value.(string)
-		if !ok {
+		if !ok || !c.Field.text() {
 			break
 		}
 		pattern := likeEscaper.Replace(strings.ToLower(text))

@@ -56,6 +56,9 @@ type Options struct {
 	// TracerProvider, when set, receives the spans instead of the OTLP exporter the
 	// configuration selects: a test's in-memory recorder.
 	TracerProvider trace.TracerProvider
+	// OneShot is a command that runs once and exits (users, jwt:rotate, a job): it does not listen
+	// on METRICS_ADDR, which the running service holds.
+	OneShot bool
 	// NoSchedule leaves the scheduled jobs out of Start. They run on the wall clock, so in a test
 	// they would prune rows under it at moments it does not choose; tests run jobs themselves.
 	NoSchedule bool
@@ -188,7 +191,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		rateStore = middleware.NewSharedRateStore(s.kv)
 	}
 	var observer middleware.Observer
-	if cfg.MetricsAddr != "" {
+	if cfg.MetricsAddr != "" && !opts.OneShot {
 		if s.metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
 			return nil, fmt.Errorf("METRICS_ADDR: %w", err)
 		}

@@ -187,12 +187,16 @@ func filterValue(field models.UserField, op models.Operator, raw string) (any, e
 			}
 			return b, nil
 		case models.UserFieldCreatedAt, models.UserFieldUpdatedAt, models.UserFieldBanExpires:
+			var t time.Time
 			if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return time.UnixMilli(ms).UTC(), nil
-			}
-			t, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
+				t = time.UnixMilli(ms).UTC()
+			} else if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
 				return nil, errors.New("Invalid input: expected an ISO 8601 date or milliseconds since 1970")
+			}
+			// Both databases compare the years 1 to 9999 (SQLite as text, which a fifth digit
+			// would sort wrongly; PostgreSQL overflows far past them).
+			if t.Year() < 1 || t.Year() > 9999 {
+				return nil, errors.New("Invalid input: expected a date between the years 1 and 9999")
 			}
 			return t.UTC(), nil
 		}
@@ -356,7 +360,8 @@ func (r *banUserRequest) decode(b *jsonBody) error {
 		if *secs <= 0 || math.IsNaN(*secs) || *secs > 100*365*24*3600 {
 			b.issue("banExpiresIn", "Invalid input: expected a number of seconds greater than 0")
 		} else {
-			r.ExpiresIn = time.Duration(*secs * float64(time.Second))
+			// Whole seconds, rounded up: a fraction of a nanosecond must not become 0, "for good".
+			r.ExpiresIn = time.Duration(math.Ceil(*secs)) * time.Second
 		}
 	}
 	return nil

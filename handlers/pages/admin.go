@@ -174,6 +174,7 @@ var adminProblems = map[error]string{
 	errNotConfirmed:          "Tick the box to confirm.",
 	auth.ErrCannotBanSelf:    "You cannot ban yourself.",
 	auth.ErrCannotRemoveSelf: "You cannot remove yourself.",
+	auth.ErrInvalidBanLength: "Choose how long the ban lasts.",
 	auth.ErrSessionNotFound:  "That device is signed out already.",
 }
 
@@ -194,7 +195,7 @@ func (h *Pages) mountAdmin(app *fiber.App, formLimit fiber.Handler) {
 		}
 		d, err := time.ParseDuration(formValue(c, "for"))
 		if err != nil || d < 0 || d > 24*365*time.Hour {
-			d = 0
+			return auth.ErrInvalidBanLength
 		}
 		reason := strings.TrimSpace(formValue(c, "reason"))
 		if reason == "" {
@@ -214,7 +215,7 @@ func (h *Pages) mountAdmin(app *fiber.App, formLimit fiber.Handler) {
 		return h.auth.RevokeUserSessions(c.UserContext(), st, id)
 	}))
 	app.Post("/admin/users/:id/sessions/revoke", formLimit, h.adminAction("session", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
-		return h.auth.RevokeUserSession(c.UserContext(), st, formValue(c, "session"))
+		return h.auth.RevokeAccountSession(c.UserContext(), st, id, formValue(c, "session"))
 	}))
 	app.Post("/admin/users/:id/remove", formLimit, h.adminAction("removed", func(c *fiber.Ctx, st *auth.SessionState, id string) error {
 		if err := confirmed(c); err != nil {
