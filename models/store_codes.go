@@ -42,17 +42,30 @@ const liveCodeQuery = `SELECT * FROM verifications WHERE purpose = ? AND subject
 
 // IssueCode runs a SendCode in one transaction, so one commit makes the count, the code (or the
 // live code's resend) and its e-mail durable together; a refused send is committed alone, and
-// still counts. On PostgreSQL the live code is read in the count's round trip.
+// still counts.
+//
+// The count comes first: its upsert locks the address's counter row until the commit, so the
+// sends of one address take turns, and the live code is read (in the count's round trip on
+// PostgreSQL) only once the send before has committed. Of two sends at once, the second then
+// sends the code the first made again, and never a code the first is replacing, whose e-mail
+// would supersede the live one's.
 func (s *Store) IssueCode(ctx context.Context, in SendCode) (Issued, error) {
 	var out Issued
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		result, err := countLater(tx, in.Count)
+		if err != nil {
+			return err
+		}
 		var live []Verification
 		if in.Reuse != nil {
-			if err := scanLater(tx, &live, liveCodeQuery, in.Code.Purpose, in.Code.Subject, in.Code.Email, in.MaxAttempts, in.Code.CreatedAt); err != nil {
-				return fmt.Errorf("models: reading the live code: %w", err)
-			}
+			err = scanNow(tx, &live, liveCodeQuery, in.Code.Purpose, in.Code.Subject, in.Code.Email, in.MaxAttempts, in.Code.CreatedAt)
+		} else {
+			err = sendNow(tx, "counting a send")
 		}
-		c, err := count(tx, in.Count)
+		if err != nil {
+			return fmt.Errorf("models: reading the live code: %w", err)
+		}
+		c, err := result()
 		if err != nil {
 			return err
 		}

@@ -58,6 +58,22 @@ func (s *Store) Count(ctx context.Context, c Count) (Counted, error) {
 func count(db *gorm.DB, c Count) (Counted, error) {
 	var rows []Counted
 	err := scanNow(db, &rows, hitQuery, c.Key, c.ResetAt, c.Now, c.Now, c.Now, c.LockKey, c.MaxFailures, c.Now)
+	return counted(c, rows, err)
+}
+
+// countLater queues c in a pipelined transaction (scanLater) and returns the function that reads
+// its result once the transaction has next talked to the database.
+func countLater(tx *gorm.DB, c Count) (func() (Counted, error), error) {
+	var rows []Counted
+	err := scanLater(tx, &rows, hitQuery, c.Key, c.ResetAt, c.Now, c.Now, c.Now, c.LockKey, c.MaxFailures, c.Now)
+	if err != nil {
+		return nil, fmt.Errorf("models: counting %.4s: %w", c.Key, err)
+	}
+	return func() (Counted, error) { return counted(c, rows, nil) }, nil
+}
+
+// counted reads the one row a count returns.
+func counted(c Count, rows []Counted, err error) (Counted, error) {
 	if err == nil && len(rows) != 1 {
 		err = fmt.Errorf("%d rows", len(rows))
 	}
