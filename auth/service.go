@@ -29,6 +29,8 @@ type Store interface {
 	adminStore
 	auditStore
 	mail.Store
+	// SetEventSink has the store's transactions hand their lifecycle events to the webhooks.
+	SetEventSink(sink models.EventSink)
 }
 
 // Options are the dependencies and settings of a Service.
@@ -37,6 +39,8 @@ type Options struct {
 	Store Store
 	// Mailer delivers codes and notices.
 	Mailer mail.Mailer
+	// Webhooks, when set, delivers the lifecycle events to WEBHOOK_URL's endpoints.
+	Webhooks *mail.Webhooks
 	// Secret is AUTH_SECRET; every key is derived from it.
 	Secret []byte
 	// SessionMaxAge is the absolute session cap counted from sign-in.
@@ -89,6 +93,9 @@ type Service struct {
 	adminEmails   map[string]bool
 	// auditRetention is Options.AuditRetention.
 	auditRetention time.Duration
+	// hooks is Options.Webhooks; stamps times its events.
+	hooks  *mail.Webhooks
+	stamps eventStamps
 	// signUp is Options.SignUp.
 	signUp SignUpPolicy
 	// newDeviceNotice is Options.NewDeviceNotice.
@@ -175,6 +182,11 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.outbox = outbox
+	if opts.Webhooks != nil {
+		s.hooks = opts.Webhooks
+		outbox.SetWebhooks(opts.Webhooks)
+		opts.Store.SetEventSink(s.webhookRows)
+	}
 	return s, nil
 }
 

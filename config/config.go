@@ -72,6 +72,10 @@ type Config struct {
 	EmailProviderURL string
 	// SMTPURL is the relay used without an API key (SMTP_URL).
 	SMTPURL string
+	// WebhookURLs are the endpoints of the lifecycle events (WEBHOOK_URL); WebhookSecret signs
+	// them (WEBHOOK_SECRET).
+	WebhookURLs   []string
+	WebhookSecret string
 	// EmailChangeLinks enables the link-based e-mail change of the web (AUTH_EMAIL_CHANGE_LINK).
 	EmailChangeLinks bool
 	// DeletionGrace is how long a deleted account can be restored (AUTH_DELETION_GRACE).

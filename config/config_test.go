@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,5 +206,28 @@ func TestLoad_SMTPURL(t *testing.T) {
 	cfg, err = Load(env(map[string]string{"AUTH_SECRET": goodSecret, "SMTP_URL": "smtp://127.0.0.1:25?starttls=off", "EMAIL_FROM": "a@acme.example"}))
 	if err != nil || len(cfg.Warnings) != 0 {
 		t.Fatalf("starttls=off on this host: %v %q", err, cfg.Warnings)
+	}
+}
+
+// WEBHOOK_URL takes http(s) endpoints without credentials; WEBHOOK_SECRET is required with it,
+// in the Standard Webhooks form (whsec_ and base64 of 24-64 bytes).
+func TestLoad_Webhooks(t *testing.T) {
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	cfg, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "WEBHOOK_URL": "https://app.example.com/hooks, http://127.0.0.1:9000/x?y=1", "WEBHOOK_SECRET": secret}))
+	if err != nil || len(cfg.WebhookURLs) != 2 || cfg.WebhookSecret != secret {
+		t.Fatalf("%+v %v", cfg.WebhookURLs, err)
+	}
+	for vars, want := range map[[2]string]string{
+		{"ftp://x", secret}:                         "WEBHOOK_URL:",
+		{"https://user:pw@app.example.com", secret}: "WEBHOOK_URL:",
+		{"https://app.example.com", ""}:             "WEBHOOK_SECRET: required",
+		{"https://app.example.com", "secret"}:       "WEBHOOK_SECRET:",
+		{"https://app.example.com", "whsec_!!"}:     "WEBHOOK_SECRET:",
+		{"https://app.example.com", "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 8))}: "WEBHOOK_SECRET:",
+	} {
+		_, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "WEBHOOK_URL": vars[0], "WEBHOOK_SECRET": vars[1]}))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v, want an error %q", vars, err, want)
+		}
 	}
 }

@@ -209,6 +209,33 @@ var options = []option{
 			c.EmailProviderURL = v
 			return nil
 		}},
+	{name: "WEBHOOK_URL",
+		doc: "Endpoints, comma-separated, that receive the lifecycle events (`user.created`, `user.deleted`, `user.email_changed`, `user.banned`, `session.created`, `session.revoked`, `consent.granted`, `consent.withdrawn`) as Standard Webhooks: signed, queued in the change's transaction, retried for 3 days, at least once each with a `webhook-id` to deduplicate by.",
+		set: func(c *Config, v string) error {
+			var errs []error
+			for _, item := range splitList(v) {
+				if err := mail.CheckWebhookURL(item); err != nil {
+					errs = append(errs, fmt.Errorf("%q %w", item, err))
+					continue
+				}
+				c.WebhookURLs = append(c.WebhookURLs, item)
+			}
+			return errors.Join(errs...)
+		}},
+	{name: "WEBHOOK_SECRET",
+		doc: "The signing secret, required with `WEBHOOK_URL`: `whsec_` and the base64 of 24 to 64 random bytes (`echo whsec_$(openssl rand -base64 32)`); receivers verify `webhook-signature` with it.",
+		set: func(c *Config, v string) error {
+			switch {
+			case v == "" && len(c.WebhookURLs) > 0:
+				return errors.New("required with WEBHOOK_URL (echo whsec_$(openssl rand -base64 32))")
+			case v != "":
+				if err := mail.CheckWebhookSecret(v); err != nil {
+					return err
+				}
+			}
+			c.WebhookSecret = v
+			return nil
+		}},
 	{name: "AUTH_EMAIL_CHANGE_LINK", def: "true",
 		doc: "`false` switches the link-based e-mail change of the web off (`POST /api/auth/change-email` answers 400 `VERIFICATION_EMAIL_NOT_ENABLED`); the app's code-based change stays.",
 		set: func(c *Config, v string) error { return parseSwitch(v, &c.EmailChangeLinks) }},

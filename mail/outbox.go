@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,6 +93,8 @@ type Outbox struct {
 	now     func() time.Time
 	log     *slog.Logger
 	kick    chan struct{}
+	// hooks delivers the webhook rows (SetWebhooks); nil without WEBHOOK_URL.
+	hooks *Webhooks
 	// refusedKeyRetry is how long a message keeps being retried, attempts not counted, while the
 	// provider refuses the service's credentials (CredentialsError).
 	refusedKeyRetry time.Duration
@@ -157,7 +160,7 @@ type EnqueueOptions struct {
 // the commit to deliver at once. The draft is stored sealed, and rendered when it is delivered.
 func (o *Outbox) Prepare(d Draft, opts EnqueueOptions) (models.OutboxMessage, error) {
 	now := o.clock()
-	id := uuid.NewString()
+	id := newRowID()
 	sealed, err := o.seal(id, d, opts.Withhold)
 	if err != nil {
 		return models.OutboxMessage{}, fmt.Errorf("mail: sealing %s: %w", d.Kind, err)
@@ -235,17 +238,16 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 		dropSuperseded(batch, outcomes, errs)
 		sem := make(chan struct{}, sendParallelism)
 		var wg sync.WaitGroup
-		for i := range batch {
-			if outcomes[i] != 0 {
-				continue
-			}
+		for _, lane := range lanes(batch, outcomes) {
 			wg.Add(1)
 			sem <- struct{}{}
-			go func(i int) {
+			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				outcomes[i], errs[i] = o.send(ctx, batch[i])
-			}(i)
+				for _, i := range lane {
+					outcomes[i], errs[i] = o.send(ctx, batch[i])
+				}
+			}()
 		}
 		wg.Wait()
 		if err := o.record(ctx, batch, outcomes, errs, stopBeating()); err != nil {
@@ -266,6 +268,36 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 		}
 	}
 	return report, ctx.Err()
+}
+
+// lanes splits the messages of batch still to send (no outcome yet) into lanes, each sent in
+// order while the lanes go in parallel: an e-mail is a lane of its own; the webhooks to one
+// endpoint's host share one, oldest event first, so an endpoint hears of an account's changes in
+// the order they were made (while it answers: a delivery retried later arrives after the ones
+// that succeeded meanwhile).
+func lanes(batch []models.OutboxMessage, outcomes []outcome) [][]int {
+	var out [][]int
+	hooks := map[string]int{}
+	for i, row := range batch {
+		if outcomes[i] != 0 {
+			continue
+		}
+		if row.Kind != string(KindWebhook) {
+			out = append(out, []int{i})
+			continue
+		}
+		lane, ok := hooks[row.Recipient]
+		if !ok {
+			lane = len(out)
+			hooks[row.Recipient] = lane
+			out = append(out, nil)
+		}
+		out[lane] = append(out[lane], i)
+	}
+	for _, lane := range hooks {
+		slices.SortStableFunc(out[lane], func(a, b int) int { return batch[a].CreatedAt.Compare(batch[b].CreatedAt) })
+	}
+	return out
 }
 
 // count adds one outcome.
@@ -418,8 +450,14 @@ func (o *Outbox) extend(ctx context.Context, h hold) hold {
 	return hold{until: until, ids: kept}
 }
 
-// send hands one claimed message to the mailer.
+// newRowID is the id of a new outbox row.
+func newRowID() string { return uuid.NewString() }
+
+// send hands one claimed message to the mailer, or a webhook to its endpoint.
 func (o *Outbox) send(ctx context.Context, row models.OutboxMessage) (outcome, error) {
+	if row.Kind == string(KindWebhook) {
+		return o.sendWebhook(ctx, row)
+	}
 	if row.ExpiresAt != nil && !o.clock().Before(*row.ExpiresAt) {
 		return outcomeDropped, errors.New("expired before it could be delivered")
 	}
@@ -485,7 +523,11 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 				return err
 			}
 		case outcomeFailed:
-			next := o.clock().Add(Backoff(row.Attempts))
+			wait := Backoff(row.Attempts)
+			if row.Kind == string(KindWebhook) {
+				wait = WebhookBackoff(row.Attempts)
+			}
+			next := o.clock().Add(wait)
 			if err := o.store.RescheduleOutbox(ctx, row.ID, h.until, next, errs[i].Error()); err != nil {
 				return err
 			}
@@ -530,20 +572,39 @@ func sealedWith(id string, withheld bool) []byte {
 	return []byte(id)
 }
 
+// unseal decrypts a claimed row's payload; withheld reports one sealed with
+// EnqueueOptions.Withhold.
+func (o *Outbox) unseal(row models.OutboxMessage) (plain []byte, withheld bool, err error) {
+	ns := o.aead.NonceSize()
+	if len(row.Payload) < ns+o.aead.Overhead() {
+		return nil, false, errors.New("payload too short")
+	}
+	nonce, sealed := row.Payload[:ns], row.Payload[ns:]
+	plain, err = o.aead.Open(nil, nonce, sealed, sealedWith(row.ID, false))
+	if err != nil {
+		if plain, err = o.aead.Open(nil, nonce, sealed, sealedWith(row.ID, true)); err != nil {
+			return nil, false, err
+		}
+		withheld = true
+	}
+	return plain, withheld, nil
+}
+
+// openSealed decrypts a claimed row's payload into v.
+func (o *Outbox) openSealed(row models.OutboxMessage, v any) error {
+	plain, _, err := o.unseal(row)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(plain, v)
+}
+
 // open decrypts a claimed message's payload and renders it; withheld reports a draft queued with
 // EnqueueOptions.Withhold.
 func (o *Outbox) open(row models.OutboxMessage) (m Message, withheld bool, err error) {
-	ns := o.aead.NonceSize()
-	if len(row.Payload) < ns+o.aead.Overhead() {
-		return Message{}, false, errors.New("payload too short")
-	}
-	nonce, sealed := row.Payload[:ns], row.Payload[ns:]
-	plain, err := o.aead.Open(nil, nonce, sealed, sealedWith(row.ID, false))
+	plain, withheld, err := o.unseal(row)
 	if err != nil {
-		if plain, err = o.aead.Open(nil, nonce, sealed, sealedWith(row.ID, true)); err != nil {
-			return Message{}, false, err
-		}
-		withheld = true
+		return Message{}, false, err
 	}
 	var stored storedDraft
 	if err := json.Unmarshal(plain, &stored); err != nil {

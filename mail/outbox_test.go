@@ -2,10 +2,15 @@ package mail_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -353,6 +358,54 @@ func TestOutbox_LateHeartbeatTakesNothingBack(t *testing.T) {
 		}
 		if after := f.state(id); after != before {
 			t.Fatalf("after the late worker's heartbeat and failure the message is\n  %s\nwhile its new holder had it as\n  %s", after, before)
+		}
+	})
+}
+
+// An instance that dies with webhook deliveries claimed loses none: another takes them over when
+// the lease runs out and delivers each once, under the event's id, in the order they were made.
+func TestOutbox_WebhooksSurviveAnInstanceCrash(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		var mu sync.Mutex
+		var got []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			got = append(got, r.Header.Get("webhook-id")+" "+string(body))
+			mu.Unlock()
+		}))
+		defer srv.Close()
+		hooks, err := mail.NewWebhooks([]string{srv.URL}, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), f.clock.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crashing, survivor := f.instance(newGate()), f.instance(newGate())
+		crashing.SetWebhooks(hooks)
+		survivor.SetWebhooks(hooks)
+		for i := range 3 {
+			row, err := crashing.PrepareWebhook(srv.URL, fmt.Sprintf("msg_%d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), f.clock.Now().Add(time.Duration(i)*time.Microsecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.db.Create(&row).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := crashing.ClaimAndAbandon(context.Background()); err != nil || n != 3 {
+			t.Fatalf("claimed %d (%v)", n, err)
+		}
+		if report, _ := survivor.DeliverDue(context.Background()); report != (mail.DeliveryReport{}) {
+			t.Fatalf("the survivor delivered under a live lease: %+v", report)
+		}
+		f.clock.Advance(mail.Lease)
+		if report, err := survivor.DeliverDue(context.Background()); err != nil || report.Sent != 3 {
+			t.Fatalf("after the lease: %+v %v", report, err)
+		}
+		if want := `msg_0 {"n":0},msg_1 {"n":1},msg_2 {"n":2}`; strings.Join(got, ",") != want {
+			t.Fatalf("delivered %q, want %q", strings.Join(got, ","), want)
+		}
+		if f.pending() != 0 {
+			t.Fatalf("%d deliveries left", f.pending())
 		}
 	})
 }

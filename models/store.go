@@ -25,6 +25,8 @@ type Store struct {
 	// sessions answers ReadSession; sessionQueries counts its queries.
 	sessions       sessionReaders
 	sessionQueries atomic.Int64
+	// sink receives the lifecycle events of every transaction (SetEventSink); nil: none.
+	sink EventSink
 }
 
 // OpenStore opens the database opts chooses (Open), brings its schema up to date (Migrate) and
@@ -125,10 +127,4 @@ func notFound(err error, doing string) error {
 		return ErrNotFound
 	}
 	return fmt.Errorf("models: %s: %w", doing, err)
-}
-
-// transaction runs fn in a transaction of the store: pipelined on PostgreSQL (inTransaction), so
-// the writes that wait go to the server together with the next read or the COMMIT.
-func (s *Store) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return inTransaction(ctx, s.db, fn)
 }

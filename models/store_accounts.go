@@ -129,11 +129,12 @@ func (s *Store) ApplyEmailChange(ctx context.Context, c EmailChange) (User, []st
 		if res.RowsAffected == 0 {
 			return ErrLost
 		}
+		note(tx, Event{Type: EventUserEmailChanged, UserID: c.UserID, Data: map[string]any{"email": c.NewEmail, "previousEmail": c.OldEmail}})
 		if err := consumeCode(tx, c.Code); err != nil {
 			return err
 		}
 		var err error
-		if revoked, err = endSessions(tx, c.UserID, c.KeepSession); err != nil {
+		if revoked, err = endSessions(tx, c.UserID, c.KeepSession, ReasonEmailChanged); err != nil {
 			return err
 		}
 		if err := tx.Where("subject = ? AND purpose IN ?", c.UserID, c.PendingPurposes).Delete(&Verification{}).Error; err != nil {
@@ -200,8 +201,14 @@ func (s *Store) RestoreEmail(ctx context.Context, r EmailRestore) (User, []strin
 		if err := consumeCode(tx, r.Code); err != nil {
 			return err
 		}
-		if revoked, err = endSessions(tx, r.UserID, ""); err != nil {
+		if revoked, err = endSessions(tx, r.UserID, "", ReasonEmailRestored); err != nil {
 			return err
+		}
+		if user.Email != r.Email {
+			note(tx, Event{Type: EventUserEmailChanged, UserID: r.UserID, Data: map[string]any{"email": r.Email, "previousEmail": user.Email, "restored": true}})
+		}
+		if user.DeletedAt.Valid {
+			note(tx, Event{Type: EventUserDeleted, UserID: r.UserID, Data: map[string]any{"stage": StageRestored}})
 		}
 		if err := tx.Where("purpose = ? AND subject LIKE ? AND created_at >= ?", r.RestorePurpose, subjectsOf(r.UserID), r.Code.CreatedAt).
 			Delete(&Verification{}).Error; err != nil {
@@ -249,8 +256,9 @@ func (s *Store) DeleteAccount(ctx context.Context, d AccountDeletion) ([]string,
 			Updates(map[string]any{"deleted_at": d.Now, "updated_at": d.Now}).Error; err != nil {
 			return fmt.Errorf("models: deleting an account: %w", err)
 		}
+		note(tx, Event{Type: EventUserDeleted, UserID: d.UserID, Data: map[string]any{"stage": StageRequested, "email": user.Email}})
 		var err error
-		if revoked, err = endSessions(tx, d.UserID, ""); err != nil {
+		if revoked, err = endSessions(tx, d.UserID, "", ReasonAccountDeleted); err != nil {
 			return err
 		}
 		if err := tx.Where("subject = ?", d.UserID).Delete(&Verification{}).Error; err != nil {
@@ -275,8 +283,9 @@ func (s *Store) DeleteAccount(ctx context.Context, d AccountDeletion) ([]string,
 	return revoked, err
 }
 
-// endSessions deletes the user's sessions except keep, inside tx, and returns their ids.
-func endSessions(tx *gorm.DB, userID, keep string) ([]string, error) {
+// endSessions deletes the user's sessions except keep, inside tx, and returns their ids; each is
+// a session.revoked event, for reason.
+func endSessions(tx *gorm.DB, userID, keep, reason string) ([]string, error) {
 	var ids []string
 	q := tx.Model(&Session{}).Where("user_id = ?", userID)
 	if keep != "" {
@@ -291,6 +300,7 @@ func endSessions(tx *gorm.DB, userID, keep string) ([]string, error) {
 	if err := tx.Where("id IN ?", ids).Delete(&Session{}).Error; err != nil {
 		return nil, fmt.Errorf("models: ending sessions: %w", err)
 	}
+	note(tx, revokedEvents(userID, reason, ids)...)
 	return ids, nil
 }
 
@@ -381,6 +391,9 @@ func eraseUsers(tx *gorm.DB, users []User) error {
 	if err := tx.Unscoped().Where("id IN ?", ids).Delete(&User{}).Error; err != nil {
 		return fmt.Errorf("models: purging accounts: %w", err)
 	}
+	for _, u := range users {
+		note(tx, Event{Type: EventUserDeleted, UserID: u.ID, Data: map[string]any{"stage": StagePurged, "email": u.Email}})
+	}
 	return nil
 }
 
@@ -413,6 +426,11 @@ func (s *Store) SetConsent(ctx context.Context, defaults UserData, event Consent
 		if err := tx.Create(&event).Error; err != nil {
 			return fmt.Errorf("models: recording consent: %w", err)
 		}
+		kind := EventConsentWithdrawn
+		if event.Granted {
+			kind = EventConsentGranted
+		}
+		note(tx, Event{Type: kind, UserID: defaults.UserID, Data: map[string]any{"purpose": "marketing"}})
 		changed = true
 		return nil
 	})

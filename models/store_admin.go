@@ -218,8 +218,9 @@ func (s *Store) Ban(ctx context.Context, id string, reason *string, expires *tim
 		if res.RowsAffected == 0 {
 			return ErrNotFound
 		}
+		note(tx, Event{Type: EventUserBanned, UserID: id, Data: map[string]any{"reason": reason, "expiresAt": expires}})
 		var err error
-		if ended, err = endSessions(tx, id, ""); err != nil {
+		if ended, err = endSessions(tx, id, "", ReasonBanned); err != nil {
 			return err
 		}
 		u, err = readUser(tx, id)
@@ -249,6 +250,7 @@ func (s *Store) RemoveAccount(ctx context.Context, id string) ([]string, error) 
 		if err := tx.Model(&Session{}).Where("user_id = ?", id).Pluck("id", &ended).Error; err != nil {
 			return fmt.Errorf("models: reading the sessions of an account to remove: %w", err)
 		}
+		note(tx, revokedEvents(id, ReasonAccountRemoved, ended)...)
 		return eraseUsers(tx, users)
 	})
 	return ended, err
@@ -262,11 +264,20 @@ func (s *Store) EndSessionByHandle(ctx context.Context, id, tokenHash string) (s
 	if id == "" {
 		query, key = "DELETE FROM sessions WHERE token = ? RETURNING id", tokenHash
 	}
-	var ended string
-	if err := s.db.WithContext(ctx).Raw(query, key).Scan(&ended).Error; err != nil {
-		return "", fmt.Errorf("models: ending a session: %w", err)
+	var ended []struct{ ID, UserID string }
+	err := s.emitting(ctx, func(db *gorm.DB) error {
+		if err := db.Raw(query+", user_id", key).Scan(&ended).Error; err != nil {
+			return fmt.Errorf("models: ending a session: %w", err)
+		}
+		for _, e := range ended {
+			note(db, revokedEvents(e.UserID, ReasonRevokedByAdmin, []string{e.ID})...)
+		}
+		return nil
+	})
+	if err != nil || len(ended) == 0 {
+		return "", err
 	}
-	return ended, nil
+	return ended[0].ID, nil
 }
 
 // CreateSession stores a session opened outside a sign-in (an admin's impersonation) for a live
@@ -285,6 +296,7 @@ func (s *Store) CreateSession(ctx context.Context, sess Session) error {
 		if err := tx.Create(&sess).Error; err != nil {
 			return fmt.Errorf("models: creating a session: %w", err)
 		}
+		note(tx, sessionCreated(sess))
 		return nil
 	})
 }

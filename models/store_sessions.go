@@ -63,11 +63,21 @@ func (s *Store) RefreshSession(ctx context.Context, id string, expires, now time
 
 // EndSession deletes the session whose token hashes to hash and returns its id; "" when there
 // is none. It is one statement (both databases have DELETE … RETURNING), so a sign-out is one
-// round trip, and of two sign-outs of the same session at once exactly one gets its id.
+// round trip, and of two sign-outs of the same session at once exactly one gets its id. With
+// webhooks it is a transaction that also queues the session.revoked event.
 func (s *Store) EndSession(ctx context.Context, hash string) (id, userID string, err error) {
 	var ended struct{ ID, UserID string }
-	if err := s.db.WithContext(ctx).Raw("DELETE FROM sessions WHERE token = ? RETURNING id, user_id", hash).Scan(&ended).Error; err != nil {
-		return "", "", fmt.Errorf("models: ending a session: %w", err)
+	err = s.emitting(ctx, func(db *gorm.DB) error {
+		if err := db.Raw("DELETE FROM sessions WHERE token = ? RETURNING id, user_id", hash).Scan(&ended).Error; err != nil {
+			return fmt.Errorf("models: ending a session: %w", err)
+		}
+		if ended.ID != "" {
+			note(db, revokedEvents(ended.UserID, ReasonSignedOut, []string{ended.ID})...)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", "", err
 	}
 	return ended.ID, ended.UserID, nil
 }
@@ -97,10 +107,16 @@ func (s *Store) EndUserSession(ctx context.Context, userID, id, tokenHash string
 		query, key = "DELETE FROM sessions WHERE user_id = ? AND token = ? RETURNING id", tokenHash
 	}
 	var ended string
-	if err := s.db.WithContext(ctx).Raw(query, userID, key).Scan(&ended).Error; err != nil {
-		return "", fmt.Errorf("models: ending a session: %w", err)
-	}
-	return ended, nil
+	err := s.emitting(ctx, func(db *gorm.DB) error {
+		if err := db.Raw(query, userID, key).Scan(&ended).Error; err != nil {
+			return fmt.Errorf("models: ending a session: %w", err)
+		}
+		if ended != "" {
+			note(db, revokedEvents(userID, ReasonRevoked, []string{ended})...)
+		}
+		return nil
+	})
+	return ended, err
 }
 
 // EndUserSessions deletes every session of userID but keep ("" for none), in one transaction,
@@ -109,7 +125,7 @@ func (s *Store) EndUserSessions(ctx context.Context, userID, keep string) ([]str
 	var ended []string
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		var err error
-		ended, err = endSessions(tx, userID, keep)
+		ended, err = endSessions(tx, userID, keep, ReasonRevoked)
 		return err
 	})
 	return ended, err

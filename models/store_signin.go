@@ -134,6 +134,15 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 				return fmt.Errorf("models: recording the sign-in: %w", err)
 			}
 		}
+		if noting(tx) {
+			if created {
+				note(tx, Event{Type: EventUserCreated, UserID: user.ID, Data: map[string]any{"email": user.Email, "name": user.Name, "emailVerified": user.EmailVerified}})
+			}
+			if restored {
+				note(tx, Event{Type: EventUserDeleted, UserID: user.ID, Data: map[string]any{"stage": StageRestored}})
+			}
+			note(tx, sessionCreated(in.Session))
+		}
 		out = SignedIn{User: user, Created: created}
 		return nil
 	})

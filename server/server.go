@@ -162,7 +162,14 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		}
 	}
 	s.mailer = mailer
+	var hooks *mail.Webhooks
+	if len(cfg.WebhookURLs) > 0 {
+		if hooks, err = mail.NewWebhooks(cfg.WebhookURLs, cfg.WebhookSecret, opts.Now); err != nil {
+			return nil, err
+		}
+	}
 	s.Auth, err = auth.New(auth.Options{
+		Webhooks:               hooks,
 		Store:                  s.Store,
 		Mailer:                 mailer,
 		Secret:                 cfg.Secret,
