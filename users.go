@@ -50,7 +50,11 @@ func runUsers(ctx context.Context, srv *server.Server, args []string, out, errOu
 	limit := fs.Int("limit", 50, "accounts to list")
 	offset := fs.Int("offset", 0, "accounts to skip")
 	reason := fs.String("reason", "", "why the account is banned")
-	banFor := fs.Duration("for", 0, "how long the ban lasts (0: for good)")
+	var banFor time.Duration
+	fs.Func("for", "how long the ban lasts, such as 24h or 90m, at least 1s (0: until lifted)", func(s string) (err error) {
+		banFor, err = auth.ParseBanLength(s)
+		return err
+	})
 	// The account comes first, the flags after it, as operators type it.
 	var target []string
 	for len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
@@ -110,7 +114,7 @@ func runUsers(ctx context.Context, srv *server.Server, args []string, out, errOu
 		if *reason == "" {
 			*reason = "No reason"
 		}
-		user, err = a.BanUser(ctx, op, user.ID, *reason, *banFor)
+		user, err = a.BanUser(ctx, op, user.ID, *reason, banFor)
 	case "unban":
 		user, err = a.UnbanUser(ctx, op, user.ID)
 	case "revoke":

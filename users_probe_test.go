@@ -40,6 +40,30 @@ func TestUsers_BanWithANegativeDurationIsRefused(t *testing.T) {
 	})
 }
 
+// `users ban X -for 0.5ns` (or 999ms) is a length that rounds to nothing: refused, never read as
+// "until lifted" (second review of issue 16). "-for 0" is the way to ban until lifted.
+func TestUsers_BanWithATinyDurationIsRefused(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		s := e.SignIn("tiny@example.com")
+		for _, length := range []string{"0.5ns", "999ms", "0s"} {
+			out, code := users(t, e, "ban", "tiny@example.com", "-for", length)
+			var u models.User
+			e.DB.Take(&u, "id = ?", s.UserID)
+			if code != 2 || u.Banned {
+				t.Fatalf("ban -for %s: exit %d, banned %v:\n%s", length, code, u.Banned, out)
+			}
+		}
+		if out, code := users(t, e, "ban", "tiny@example.com", "-for", "0"); code != 0 {
+			t.Fatalf("ban -for 0: exit %d:\n%s", code, out)
+		}
+		var u models.User
+		e.DB.Take(&u, "id = ?", s.UserID)
+		if !u.Banned || u.BanExpires != nil {
+			t.Fatalf("ban -for 0: banned %v until %v", u.Banned, u.BanExpires)
+		}
+	})
+}
+
 // `users remove` is "erase now", and the store's RemoveAccount erases an account in its deletion
 // grace period too (the API's remove-user does), but the command first looks the account up
 // among the live ones only, so an account its owner deleted cannot be erased from a shell, by

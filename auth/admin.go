@@ -22,12 +22,12 @@ type adminStore interface {
 	ListUsers(ctx context.Context, q models.UserQuery) ([]models.User, int64, error)
 	User(ctx context.Context, id string) (models.User, error)
 	UserByEmailWithDeleted(ctx context.Context, email string) (models.User, error)
-	SetRole(ctx context.Context, id, role string, now time.Time) (models.User, error)
-	Ban(ctx context.Context, id string, reason *string, expires *time.Time, now time.Time) (models.User, []string, error)
+	SetRole(ctx context.Context, id, role string, now time.Time, keepAdmin bool) (models.User, []string, error)
+	Ban(ctx context.Context, id string, reason *string, expires *time.Time, now time.Time, keepAdmin bool) (models.User, []string, error)
 	Unban(ctx context.Context, id string, now time.Time) (models.User, error)
-	RemoveAccount(ctx context.Context, id string) ([]string, error)
-	EndSessionByHandle(ctx context.Context, id, tokenHash string) (string, error)
-	CreateSession(ctx context.Context, sess models.Session) error
+	RemoveAccount(ctx context.Context, id string, now time.Time, keepAdmin bool) ([]string, error)
+	EndSessionByHandle(ctx context.Context, id, tokenHash string) (ended, userID string, err error)
+	CreateSession(ctx context.Context, sess models.Session, now time.Time) error
 }
 
 // Bounds of the user list.
@@ -42,7 +42,26 @@ const (
 	ImpersonationLifetime = time.Hour
 	// MaxBanReason is the longest ban reason kept, in bytes.
 	MaxBanReason = 500
+	// MaxTypedBanLength is the longest ban a person types (ParseBanLength); longer is a ban
+	// until lifted.
+	MaxTypedBanLength = 10 * 365 * 24 * time.Hour
 )
+
+// ParseBanLength reads a ban length typed by a person (the admin page's form, the command line's
+// -for): "0" (or nothing) is a ban until lifted, anything else a Go duration ("24h", "90m") of at
+// least a second and at most MaxTypedBanLength. Anything else is ErrInvalidBanLength, so a length
+// that rounds to nothing ("0.5ns", "-1s") is never read as a ban for good.
+func ParseBanLength(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second || d > MaxTypedBanLength {
+		return 0, ErrInvalidBanLength
+	}
+	return d, nil
+}
 
 // Roles reads a role value ("admin", "user", "admin,user") as its set.
 func Roles(role string) []string {
@@ -62,6 +81,29 @@ func IsAdmin(u models.User) bool { return slices.Contains(Roles(u.Role), RoleAdm
 // every admin rule applies, no "yourself" refusal can match, and its audit events have no actor.
 func (s *Service) Operator() *SessionState {
 	return &SessionState{User: models.User{Role: RoleAdmin}}
+}
+
+// keepsAnAdmin reports whether st's changes must leave an admin in force (ErrLastAdmin): an
+// account's must, so the service never ends up with nobody to run it; the operator's command
+// line may, as AUTH_ADMIN_EMAILS and `users set-role` bring an admin back.
+func keepsAnAdmin(st *SessionState) bool { return st.User.ID != "" }
+
+// lastAdmin is models.ErrLastAdmin as auth's ErrLastAdmin, and any other error as it is.
+func lastAdmin(err error) error {
+	if errors.Is(err, models.ErrLastAdmin) {
+		return ErrLastAdmin
+	}
+	return err
+}
+
+// ownerOnly refuses (ErrImpersonated), in a session an admin opened as the account, what only the
+// account's owner may do: move it to another address (which would hand it to whoever holds that
+// mailbox) or delete it.
+func ownerOnly(st *SessionState) error {
+	if st != nil && st.Session.ImpersonatedBy != nil {
+		return ErrImpersonated
+	}
+	return nil
 }
 
 // requireAdmin refuses st unless it is an admin's own session.
@@ -199,7 +241,8 @@ func (s *Service) adminTarget(ctx context.Context, id string) (models.User, erro
 	return u, notFoundAs(err, ErrNoSuchUser, "reading an account")
 }
 
-// SetRole sets an account's roles (ParseRoles).
+// SetRole sets an account's roles (ParseRoles). An admin who loses the role loses the sessions
+// they opened as others; the last admin in force keeps it (ErrLastAdmin).
 func (s *Service) SetRole(ctx context.Context, st *SessionState, id string, roles []string) (models.User, error) {
 	if err := requireAdmin(st); err != nil {
 		return models.User{}, err
@@ -211,11 +254,13 @@ func (s *Service) SetRole(ctx context.Context, st *SessionState, id string, role
 	if !canonicalUUID(id) {
 		return models.User{}, ErrNoSuchUser
 	}
-	u, err := s.store.SetRole(ctx, id, role, s.now())
-	if err == nil {
-		s.record(ctx, AuditRoleSet, st.User.ID, id, map[string]any{"role": role})
+	u, ended, err := s.store.SetRole(ctx, id, role, s.now(), keepsAnAdmin(st))
+	if err != nil {
+		return models.User{}, notFoundAs(lastAdmin(err), ErrNoSuchUser, "setting a role")
 	}
-	return u, notFoundAs(err, ErrNoSuchUser, "setting a role")
+	s.revokeLocally(ended)
+	s.record(ctx, AuditRoleSet, st.User.ID, id, map[string]any{"role": role, "sessions_ended": len(ended)})
+	return u, nil
 }
 
 // AdminUpdateUser changes an account's name or image, checked as the account's own change is
@@ -240,8 +285,9 @@ func (s *Service) AdminUpdateUser(ctx context.Context, st *SessionState, id stri
 	return u, err
 }
 
-// BanUser bans an account, for expiresIn (0: for good) and with reason (may be ""), and ends
-// every session of it at once. An admin cannot ban themself.
+// BanUser bans an account, for expiresIn (0: for good; a part of a second counts as a whole one)
+// and with reason (may be ""), and ends every session of it, and those it opened as others, at
+// once. An admin cannot ban themself, nor the last admin in force (ErrLastAdmin).
 func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason string, expiresIn time.Duration) (models.User, error) {
 	if err := requireAdmin(st); err != nil {
 		return models.User{}, err
@@ -259,15 +305,19 @@ func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason stri
 	var until *time.Time
 	now := s.now()
 	if expiresIn > 0 {
+		// A part of a second counts as a whole one, so no length is too short to be a ban.
+		if rem := expiresIn % time.Second; rem != 0 {
+			expiresIn += time.Second - rem
+		}
 		t := now.Add(expiresIn)
 		until = &t
 	}
 	if !canonicalUUID(id) {
 		return models.User{}, ErrNoSuchUser
 	}
-	u, ended, err := s.store.Ban(ctx, id, why, until, now)
+	u, ended, err := s.store.Ban(ctx, id, why, until, now, keepsAnAdmin(st))
 	if err != nil {
-		return models.User{}, notFoundAs(err, ErrNoSuchUser, "banning an account")
+		return models.User{}, notFoundAs(lastAdmin(err), ErrNoSuchUser, "banning an account")
 	}
 	s.revokeLocally(ended)
 	s.record(ctx, AuditBanned, st.User.ID, id, map[string]any{"reason": reason, "expires": until, "sessions_ended": len(ended)})
@@ -329,7 +379,7 @@ func (s *Service) RevokeUserSession(ctx context.Context, st *SessionState, handl
 	default:
 		return ErrSessionNotFound
 	}
-	ended, err := s.store.EndSessionByHandle(ctx, id, hash)
+	ended, owner, err := s.store.EndSessionByHandle(ctx, id, hash)
 	if err != nil {
 		return err
 	}
@@ -337,7 +387,7 @@ func (s *Service) RevokeUserSession(ctx context.Context, st *SessionState, handl
 		return ErrSessionNotFound
 	}
 	s.revokeLocally([]string{ended})
-	s.record(ctx, AuditSessionRevoked, st.User.ID, "", map[string]any{"sessions": []string{ended}, "by": "admin"})
+	s.record(ctx, AuditSessionRevoked, st.User.ID, owner, map[string]any{"sessions": []string{ended}, "by": "admin"})
 	return nil
 }
 
@@ -351,7 +401,7 @@ func (s *Service) RevokeAccountSession(ctx context.Context, st *SessionState, us
 	if !canonicalUUID(userID) || !canonicalUUID(id) {
 		return ErrSessionNotFound
 	}
-	ended, err := s.store.EndUserSession(ctx, userID, id, "")
+	ended, err := s.store.EndUserSession(ctx, userID, id, "", models.ReasonRevokedByAdmin)
 	if err != nil {
 		return err
 	}
@@ -371,7 +421,7 @@ func (s *Service) RevokeUserSessions(ctx context.Context, st *SessionState, id s
 	if _, err := s.adminTarget(ctx, id); err != nil {
 		return err
 	}
-	ended, err := s.store.EndUserSessions(ctx, id, "")
+	ended, err := s.store.EndUserSessions(ctx, id, "", models.ReasonRevokedByAdmin)
 	if err != nil {
 		return err
 	}
@@ -380,9 +430,9 @@ func (s *Service) RevokeUserSessions(ctx context.Context, st *SessionState, id s
 	return nil
 }
 
-// RemoveUser erases an account at once, without the grace period of a deletion: its sessions,
-// codes, preferences and consent records go; its purchases stay, unlinked. An admin cannot remove
-// themself.
+// RemoveUser erases an account at once, without the grace period of a deletion: its sessions
+// (and those it opened as others), codes, preferences and consent records go; its purchases
+// stay, unlinked. An admin cannot remove themself, nor the last admin in force (ErrLastAdmin).
 func (s *Service) RemoveUser(ctx context.Context, st *SessionState, id string) error {
 	if err := requireAdmin(st); err != nil {
 		return err
@@ -393,9 +443,9 @@ func (s *Service) RemoveUser(ctx context.Context, st *SessionState, id string) e
 	if !canonicalUUID(id) {
 		return ErrNoSuchUser
 	}
-	ended, err := s.store.RemoveAccount(ctx, id)
+	ended, err := s.store.RemoveAccount(ctx, id, s.now(), keepsAnAdmin(st))
 	if err != nil {
-		return notFoundAs(err, ErrNoSuchUser, "removing an account")
+		return notFoundAs(lastAdmin(err), ErrNoSuchUser, "removing an account")
 	}
 	s.revokeLocally(ended)
 	s.record(ctx, AuditUserRemoved, st.User.ID, id, map[string]any{"sessions_ended": len(ended)})
@@ -428,7 +478,10 @@ func (s *Service) Impersonate(ctx context.Context, st *SessionState, id string, 
 	sess.ExpiresAt, sess.AbsoluteExpiresAt = end, end
 	admin := st.User.ID
 	sess.ImpersonatedBy = &admin
-	if err := s.store.CreateSession(ctx, sess); err != nil {
+	if err := s.store.CreateSession(ctx, sess, s.now()); err != nil {
+		if errors.Is(err, models.ErrBanned) {
+			return nil, ErrBanned // a ban that committed since the account was read
+		}
 		return nil, notFoundAs(err, ErrNoSuchUser, "opening an impersonation session")
 	}
 	s.record(ctx, AuditImpersonationStarted, st.User.ID, target.ID, map[string]any{"session": sess.ID, "expires": end})

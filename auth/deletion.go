@@ -40,6 +40,9 @@ type deletionStore interface {
 // over and then deleted it must not destroy the owner's way back. It returns the moment the data
 // goes.
 func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Time, error) {
+	if err := ownerOnly(st); err != nil {
+		return time.Time{}, err
+	}
 	if err := s.requireFresh(st); err != nil {
 		return time.Time{}, err
 	}

@@ -59,6 +59,9 @@ var pendingChanges = []string{PurposeChangeEmail, purposeChangeLink}
 // then does the same work as for a free address but withholds the e-mail, so neither the answer
 // nor its timing tells the two apart (catalogue #88, #106; ASVS 6.3.8).
 func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew string) (email string, taken bool, err error) {
+	if err := ownerOnly(st); err != nil {
+		return "", false, err
+	}
 	if err := s.requireFresh(st); err != nil {
 		return "", false, err
 	}
@@ -110,6 +113,9 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 // failed verifications and is refused while it is locked, exactly as a sign-in guess is: a
 // change code must not be a second way to guess at an address (catalogue #20, #91).
 func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, rawNew, code string) (models.User, error) {
+	if err := ownerOnly(st); err != nil {
+		return models.User{}, err
+	}
 	email, err := newAddress(st.User, rawNew)
 	if err != nil {
 		return models.User{}, err
@@ -202,6 +208,9 @@ func (s *Service) ConfirmEmailChange(ctx context.Context, token string, st *Sess
 	}
 	keep := ""
 	if st != nil {
+		if err := ownerOnly(st); err != nil {
+			return models.User{}, err
+		}
 		if st.User.ID != user.ID {
 			return models.User{}, ErrInvalidToken
 		}

@@ -44,8 +44,9 @@ var (
 	// ErrCannotBanSelf and ErrCannotRemoveSelf refuse an admin acting on their own account.
 	ErrCannotBanSelf    = errors.New("auth: an admin cannot ban themself")
 	ErrCannotRemoveSelf = errors.New("auth: an admin cannot remove themself")
-	// ErrInvalidBanLength refuses a ban whose length is negative (0 is a ban for good).
-	ErrInvalidBanLength = errors.New("auth: a ban cannot last a negative time")
+	// ErrInvalidBanLength refuses a ban whose length is negative (0 is a ban for good), or one a
+	// person typed that is not a length of at least a second (ParseBanLength).
+	ErrInvalidBanLength = errors.New("auth: invalid ban length")
 	// ErrCannotImpersonateAdmin refuses to open a session as another admin.
 	ErrCannotImpersonateAdmin = errors.New("auth: admins cannot be impersonated")
 	// ErrNotImpersonating means stop-impersonating was asked by a session no admin opened.
@@ -53,8 +54,11 @@ var (
 	// ErrBanned means the account is banned: it cannot sign in or be impersonated.
 	ErrBanned = errors.New("auth: the account is banned")
 	// ErrImpersonated refuses, in a session an admin opened as an account, what only the account's
-	// owner may do (consent).
+	// owner may do: consent, a change of address, the deletion of the account.
 	ErrImpersonated = errors.New("auth: not in a session an admin opened as the account")
+	// ErrLastAdmin refuses to demote, ban or remove the last admin in force: the service would
+	// have nobody left to run it.
+	ErrLastAdmin = errors.New("auth: the last admin cannot be demoted, banned or removed")
 	// ErrNoSuchUser means the account an admin named does not exist (or is deleted).
 	ErrNoSuchUser = errors.New("auth: no such user")
 )

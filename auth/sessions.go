@@ -45,8 +45,8 @@ type sessionStore interface {
 	RefreshSession(ctx context.Context, id string, expires, now time.Time) (bool, error)
 	EndSession(ctx context.Context, hash string) (id, userID string, err error)
 	ListSessions(ctx context.Context, userID string, now time.Time) ([]models.Session, error)
-	EndUserSession(ctx context.Context, userID, id, tokenHash string) (string, error)
-	EndUserSessions(ctx context.Context, userID, keep string) ([]string, error)
+	EndUserSession(ctx context.Context, userID, id, tokenHash, reason string) (string, error)
+	EndUserSessions(ctx context.Context, userID, keep, reason string) ([]string, error)
 }
 
 // SessionState is a live session with its user, as one request sees it.
@@ -221,7 +221,7 @@ func (s *Service) RevokeSession(ctx context.Context, st *SessionState, handle st
 	default:
 		return false, ErrSessionNotFound
 	}
-	ended, err := s.store.EndUserSession(ctx, st.User.ID, id, hash)
+	ended, err := s.store.EndUserSession(ctx, st.User.ID, id, hash, models.ReasonRevoked)
 	if err != nil {
 		return false, err
 	}
@@ -239,7 +239,7 @@ func (s *Service) RevokeSessions(ctx context.Context, st *SessionState, keepCurr
 	if keepCurrent {
 		keep = st.Session.ID
 	}
-	ended, err := s.store.EndUserSessions(ctx, st.User.ID, keep)
+	ended, err := s.store.EndUserSessions(ctx, st.User.ID, keep, models.ReasonRevoked)
 	if err != nil {
 		return err
 	}

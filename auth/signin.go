@@ -86,10 +86,10 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		GraceCutoff: now.Add(-s.deletionGrace),
 		Now:         now,
 		Admin:       s.adminEmails[email],
-		NoSignUp:    !s.signUp.mayCreate(email),
+		NoSignUp:    !s.mayCreate(email),
 		// The event is written in the sign-in's transaction, from what the sign-in turned out
 		// to be.
-		Audit: func(o models.SignInOutcome) models.AuditEvent {
+		Audit: func(o models.SignInOutcome) []models.AuditEvent {
 			action := AuditSignIn
 			switch {
 			case o.Created:
@@ -97,7 +97,12 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 			case o.Restored:
 				action = AuditDeletionRestored
 			}
-			return s.auditEvent(ctx, action, o.UserID, o.UserID, map[string]any{"method": "email-otp", "new_device": o.NewDevice})
+			events := []models.AuditEvent{s.auditEvent(ctx, action, o.UserID, o.UserID, map[string]any{"method": "email-otp", "new_device": o.NewDevice})}
+			if o.PromotedTo != "" {
+				// The operator's AUTH_ADMIN_EMAILS made the account an admin: no account acted.
+				events = append(events, s.auditEvent(ctx, AuditRoleSet, "", o.UserID, map[string]any{"role": o.PromotedTo, "by": "AUTH_ADMIN_EMAILS"}))
+			}
+			return events
 		},
 	}
 	if s.newDeviceNotice {

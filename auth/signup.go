@@ -50,7 +50,14 @@ func (s *Service) withholdCode(ctx context.Context, email string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	return !exists && !s.signUp.mayCreate(email), nil
+	return !exists && !s.mayCreate(email), nil
+}
+
+// mayCreate reports whether an account may be created for the normalised address email: the
+// sign-up policy allows it, or the address is one of AUTH_ADMIN_EMAILS, which the operator named
+// so that a service with sign-up closed still has a way in for its first admin.
+func (s *Service) mayCreate(email string) bool {
+	return s.adminEmails[email] || s.signUp.mayCreate(email)
 }
 
 // NormalizeDomain reads a domain of AUTH_ALLOWED_EMAIL_DOMAINS as addresses are read

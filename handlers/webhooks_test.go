@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,4 +321,39 @@ func TestWebhooks_EventsCommitWithTheirChange(t *testing.T) {
 			t.Fatalf("events:\n got %s\nwant %s", got, want)
 		}
 	}, withReceivers([]*receiver{r})...)
+}
+
+// Sessions an admin ends say so: revoked_by_admin for every admin route and page that ends them,
+// revoked only for what the account does itself (issue 17 review).
+func TestWebhooks_AdminRevocationsSayRevokedByAdmin(t *testing.T) {
+	hooks := newReceiver(t)
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		hooks.reset(e.Clock)
+		admin := e.SignIn(adminEmail)
+		user := e.SignIn("revoked@example.com")
+		second := e.SignIn("revoked@example.com")
+		adminPost(e, admin, "revoke-user-session", map[string]any{"sessionToken": user.Token}).Decode(t, &struct{}{})
+		var sess models.Session
+		e.DB.Take(&sess, "user_id = ?", user.UserID)
+		r := e.Do(testkit.Request{Method: "POST", Path: "/admin/users/" + user.UserID + "/sessions/revoke",
+			Body: url.Values{"session": {sess.ID}}.Encode(), ContentType: "application/x-www-form-urlencoded",
+			Cookies: admin.Cookies(), Header: http.Header{"Origin": {e.URL}}})
+		if r.Status != http.StatusSeeOther || live(t, e, second) {
+			t.Fatalf("the admin page's one-device sign-out: %d", r.Status)
+		}
+		e.SignIn("revoked@example.com")
+		adminPost(e, admin, "revoke-user-sessions", map[string]any{"userId": user.UserID}).Decode(t, &struct{}{})
+		own := e.SignIn("revoked@example.com")
+		e.SignIn("revoked@example.com")
+		e.Post("/api/auth/revoke-other-sessions", map[string]any{}, bearer(own)...).Decode(t, &struct{}{})
+		var got []string
+		for _, ev := range hooks.got(e) {
+			if ev.Type == models.EventSessionRevoked && ev.Data["userId"] == user.UserID {
+				got = append(got, ev.Data["reason"].(string))
+			}
+		}
+		if want := "revoked_by_admin,revoked_by_admin,revoked_by_admin,revoked"; strings.Join(got, ",") != want {
+			t.Fatalf("the reasons: %v, want %s", got, want)
+		}
+	}, withReceivers([]*receiver{hooks}, withAdmin)...)
 }

@@ -179,12 +179,19 @@ func (m *Sessions) setCache(c *fiber.Ctx, st *auth.SessionState) {
 }
 
 // SignOut ends every session the request presents, the bearer token's and the session cookie's
-// (both, should they name different sessions), and expires the cookies.
+// (both, should they name different sessions) and the admin's own that the admin session cookie
+// keeps during an impersonation, and expires the cookies.
 func (m *Sessions) SignOut(c *fiber.Ctx) error {
 	cred := m.Credential(c)
 	tokens := []string{cred.Token}
 	if cred.CookieToken != cred.Token {
 		tokens = append(tokens, cred.CookieToken)
+	}
+	// An admin who signs out while acting as someone signs out of their own session too: the
+	// browser is left holding no credential, not the admin's session in the admin cookie.
+	admin, hasAdmin := m.AdminSession(c)
+	if hasAdmin {
+		tokens = append(tokens, admin)
 	}
 	for _, token := range tokens {
 		if token == "" {
@@ -195,6 +202,9 @@ func (m *Sessions) SignOut(c *fiber.Ctx) error {
 		}
 	}
 	m.Clear(c)
+	if hasAdmin || len(c.Context().Request.Header.Cookie(m.adminCookie)) > 0 {
+		m.ClearAdminSession(c)
+	}
 	return nil
 }
 

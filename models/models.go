@@ -54,7 +54,9 @@ type Session struct {
 	CreatedAt         time.Time `gorm:"not null"`
 	UpdatedAt         time.Time `gorm:"not null"`
 	// ImpersonatedBy is the admin who opened this session as its user (impersonate-user), or nil.
-	ImpersonatedBy *string `gorm:"type:uuid"`
+	// The partial index serves ending an admin's impersonations (endImpersonations) and costs
+	// the ordinary sign-in nothing, its sessions having none.
+	ImpersonatedBy *string `gorm:"type:uuid;index:idx_sessions_impersonated_by,where:impersonated_by IS NOT NULL"`
 }
 
 // Account links a user to an external identity provider. Passwordless sign-in does not use it;

@@ -115,6 +115,9 @@ var (
 	ErrSignUpClosed = errors.New("models: sign-up is closed for the address")
 	// ErrBanned means the account is banned: it may not sign in.
 	ErrBanned = errors.New("models: the account is banned")
+	// ErrLastAdmin means the change would leave no admin able to act: the account is the last
+	// admin whose role is in force and who is not banned.
+	ErrLastAdmin = errors.New("models: the change would leave no admin")
 	// ErrInvalidQuery means a query named a field, an operator or a value the store does not
 	// search by (UserQuery): the caller's input, refused before any statement runs.
 	ErrInvalidQuery = errors.New("models: invalid query")

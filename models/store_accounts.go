@@ -283,24 +283,44 @@ func (s *Store) DeleteAccount(ctx context.Context, d AccountDeletion) ([]string,
 	return revoked, err
 }
 
-// endSessions deletes the user's sessions except keep, inside tx, and returns their ids; each is
-// a session.revoked event, for reason.
+// endSessions deletes the user's sessions except keep, and the sessions the user opened as other
+// accounts (an admin's impersonations, which the user's authority no longer backs), inside tx,
+// and returns their ids; each is a session.revoked event, for reason.
 func endSessions(tx *gorm.DB, userID, keep, reason string) ([]string, error) {
-	var ids []string
-	q := tx.Model(&Session{}).Where("user_id = ?", userID)
+	q := tx.Model(&Session{}).Where("(user_id = ? OR impersonated_by = ?)", userID, userID)
 	if keep != "" {
 		q = q.Where("id <> ?", keep)
 	}
-	if err := q.Pluck("id", &ids).Error; err != nil {
-		return nil, err
+	return deleteSessions(tx, q, reason)
+}
+
+// endImpersonations deletes the sessions adminID opened as other accounts, inside tx, and
+// returns their ids: the admin's authority, which they rested on, is gone (demoted, banned,
+// removed).
+func endImpersonations(tx *gorm.DB, adminID, reason string) ([]string, error) {
+	return deleteSessions(tx, tx.Model(&Session{}).Where("impersonated_by = ?", adminID), reason)
+}
+
+// deleteSessions deletes the sessions q selects and returns their ids, noting a session.revoked
+// event for each, for reason.
+func deleteSessions(tx *gorm.DB, q *gorm.DB, reason string) ([]string, error) {
+	var found []struct{ ID, UserID string }
+	if err := q.Select("id", "user_id").Scan(&found).Error; err != nil {
+		return nil, fmt.Errorf("models: reading sessions to end: %w", err)
 	}
-	if len(ids) == 0 {
+	if len(found) == 0 {
 		return nil, nil
+	}
+	ids := make([]string, len(found))
+	for i, f := range found {
+		ids[i] = f.ID
+		if noting(tx) {
+			note(tx, revokedEvents(f.UserID, reason, []string{f.ID})...)
+		}
 	}
 	if err := tx.Where("id IN ?", ids).Delete(&Session{}).Error; err != nil {
 		return nil, fmt.Errorf("models: ending sessions: %w", err)
 	}
-	note(tx, revokedEvents(userID, reason, ids)...)
 	return ids, nil
 }
 
@@ -381,6 +401,10 @@ func eraseUsers(tx *gorm.DB, users []User) error {
 		return fmt.Errorf("models: purging the record of e-mail: %w", err)
 	}
 	if err := tx.Model(&Purchase{}).Where("user_id IN ?", ids).Update("user_id", nil).Error; err != nil {
+		return err
+	}
+	// Sessions the accounts opened as others (an admin's impersonations) end with them.
+	if err := tx.Where("impersonated_by IN ?", ids).Delete(&Session{}).Error; err != nil {
 		return err
 	}
 	for _, m := range []any{&Session{}, &Account{}, &UserData{}, &ConsentEvent{}, &KnownDevice{}} {

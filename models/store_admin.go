@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -179,37 +180,89 @@ func (u *User) utc() {
 	}
 }
 
-// SetRole sets the live account id's role; ErrNotFound when there is none.
-func (s *Store) SetRole(ctx context.Context, id, role string, now time.Time) (User, error) {
-	return s.updateUser(ctx, id, map[string]any{"role": role, "updated_at": now})
+// SetRole sets the live account id's role, and returns the account and the sessions that ended:
+// an account that loses the admin role loses the sessions it opened as others (impersonations).
+// With keepAdmin it refuses (ErrLastAdmin) to take the role from the last admin in force.
+// ErrNotFound when there is no such account.
+func (s *Store) SetRole(ctx context.Context, id, role string, now time.Time, keepAdmin bool) (User, []string, error) {
+	var u User
+	var ended []string
+	demoted := !slices.Contains(strings.Split(role, ","), RoleAdmin)
+	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		if keepAdmin && demoted {
+			if err := keepAnAdmin(tx, id, now); err != nil {
+				return err
+			}
+		}
+		var err error
+		if u, err = updateUserIn(tx, id, map[string]any{"role": role, "updated_at": now}); err != nil {
+			return err
+		}
+		if demoted {
+			ended, err = endImpersonations(tx, id, ReasonRevokedByAdmin)
+		}
+		return err
+	})
+	return u, ended, err
+}
+
+// keepAnAdmin refuses (ErrLastAdmin) a change that would leave no admin in force when id is the
+// only one: an account with the admin role and no ban in force. It locks those accounts' rows
+// (in id order, so two such changes cannot deadlock), so of two admins banning or demoting each
+// other at once the second sees the first's change and is refused.
+func keepAnAdmin(tx *gorm.DB, id string, now time.Time) error {
+	var admins []string
+	err := forUpdate(tx.Model(&User{})).
+		Where("(',' || role || ',') LIKE ? AND (banned = ? OR ban_expires <= ?)", "%,"+RoleAdmin+",%", false, now).
+		Order("id").Pluck("id", &admins).Error
+	if err != nil {
+		return fmt.Errorf("models: reading the admins: %w", err)
+	}
+	if len(admins) == 1 && admins[0] == id {
+		return ErrLastAdmin
+	}
+	return nil
 }
 
 // updateUser applies set to the live account id and reads it back, in one transaction.
 func (s *Store) updateUser(ctx context.Context, id string, set map[string]any) (User, error) {
 	var u User
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&User{}).Where("id = ?", id).Updates(set)
-		if res.Error != nil {
-			return fmt.Errorf("models: changing an account: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return ErrNotFound
-		}
 		var err error
-		u, err = readUser(tx, id)
+		u, err = updateUserIn(tx, id, set)
 		return err
 	})
 	return u, err
 }
 
+// updateUserIn applies set to the live account id inside tx and reads it back; ErrNotFound when
+// there is none.
+func updateUserIn(tx *gorm.DB, id string, set map[string]any) (User, error) {
+	res := tx.Model(&User{}).Where("id = ?", id).Updates(set)
+	if res.Error != nil {
+		return User{}, fmt.Errorf("models: changing an account: %w", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return User{}, ErrNotFound
+	}
+	return readUser(tx, id)
+}
+
 // Ban bans the live account id (reason and expires may be nil: no reason given, for good) and
 // ends every session of it, in one transaction, returning the account and the sessions ended.
 // The account's row is written before its sessions are deleted, so a sign-in under way either
-// finished first (and its session is among those deleted) or waits for the ban and sees it.
-func (s *Store) Ban(ctx context.Context, id string, reason *string, expires *time.Time, now time.Time) (User, []string, error) {
+// finished first (and its session is among those deleted) or waits for the ban and sees it. The
+// sessions an admin opened as others (impersonations) end too. With keepAdmin it refuses
+// (ErrLastAdmin) to ban the last admin in force.
+func (s *Store) Ban(ctx context.Context, id string, reason *string, expires *time.Time, now time.Time, keepAdmin bool) (User, []string, error) {
 	var u User
 	var ended []string
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		if keepAdmin {
+			if err := keepAnAdmin(tx, id, now); err != nil {
+				return err
+			}
+		}
 		res := tx.Model(&User{}).Where("id = ?", id).
 			Updates(map[string]any{"banned": true, "ban_reason": reason, "ban_expires": expires, "updated_at": now})
 		if res.Error != nil {
@@ -235,11 +288,17 @@ func (s *Store) Unban(ctx context.Context, id string, now time.Time) (User, erro
 }
 
 // RemoveAccount erases the account id at once, whether live or in its deletion grace period, as
-// the purge of a deleted account does (purgeUsers), and returns its sessions, which ended with
-// it; ErrNotFound when there is no such account.
-func (s *Store) RemoveAccount(ctx context.Context, id string) ([]string, error) {
+// the purge of a deleted account does (purgeUsers), and returns its sessions, and those it
+// opened as others (impersonations), which ended with it; ErrNotFound when there is no such
+// account. With keepAdmin it refuses (ErrLastAdmin) to remove the last admin in force.
+func (s *Store) RemoveAccount(ctx context.Context, id string, now time.Time, keepAdmin bool) ([]string, error) {
 	var ended []string
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		if keepAdmin {
+			if err := keepAnAdmin(tx, id, now); err != nil {
+				return err
+			}
+		}
 		var users []User
 		if err := forUpdate(tx.Unscoped()).Where("id = ?", id).Find(&users).Error; err != nil {
 			return fmt.Errorf("models: locking an account to remove: %w", err)
@@ -247,51 +306,55 @@ func (s *Store) RemoveAccount(ctx context.Context, id string) ([]string, error) 
 		if len(users) == 0 {
 			return ErrNotFound
 		}
-		if err := tx.Model(&Session{}).Where("user_id = ?", id).Pluck("id", &ended).Error; err != nil {
-			return fmt.Errorf("models: reading the sessions of an account to remove: %w", err)
+		var err error
+		if ended, err = endSessions(tx, id, "", ReasonAccountRemoved); err != nil {
+			return err
 		}
-		note(tx, revokedEvents(id, ReasonAccountRemoved, ended)...)
 		return eraseUsers(tx, users)
 	})
 	return ended, err
 }
 
 // EndSessionByHandle deletes the session with the id, or, when id is "", the one whose token
-// hashes to tokenHash, whichever account it belongs to, and returns its id; "" when there is
-// none.
-func (s *Store) EndSessionByHandle(ctx context.Context, id, tokenHash string) (string, error) {
+// hashes to tokenHash, whichever account it belongs to, and returns its id and its account's;
+// "" when there is none.
+func (s *Store) EndSessionByHandle(ctx context.Context, id, tokenHash string) (ended, userID string, err error) {
 	query, key := "DELETE FROM sessions WHERE id = ? RETURNING id", id
 	if id == "" {
 		query, key = "DELETE FROM sessions WHERE token = ? RETURNING id", tokenHash
 	}
-	var ended []struct{ ID, UserID string }
-	err := s.emitting(ctx, func(db *gorm.DB) error {
-		if err := db.Raw(query+", user_id", key).Scan(&ended).Error; err != nil {
+	var found []struct{ ID, UserID string }
+	err = s.emitting(ctx, func(db *gorm.DB) error {
+		if err := db.Raw(query+", user_id", key).Scan(&found).Error; err != nil {
 			return fmt.Errorf("models: ending a session: %w", err)
 		}
-		for _, e := range ended {
+		for _, e := range found {
 			note(db, revokedEvents(e.UserID, ReasonRevokedByAdmin, []string{e.ID})...)
 		}
 		return nil
 	})
-	if err != nil || len(ended) == 0 {
-		return "", err
+	if err != nil || len(found) == 0 {
+		return "", "", err
 	}
-	return ended[0].ID, nil
+	return found[0].ID, found[0].UserID, nil
 }
 
 // CreateSession stores a session opened outside a sign-in (an admin's impersonation) for a live
-// account; ErrNotFound when the account is not live.
-func (s *Store) CreateSession(ctx context.Context, sess Session) error {
+// account not banned at now; ErrNotFound when the account is not live, ErrBanned when a ban is
+// in force.
+func (s *Store) CreateSession(ctx context.Context, sess Session, now time.Time) error {
 	return s.transaction(ctx, func(tx *gorm.DB) error {
-		// The account's row is locked, so a ban or a removal under way either finished first
-		// (and the account is refused here) or waits for the session and ends it.
-		var ids []string
-		if err := forUpdate(tx.Model(&User{})).Where("id = ?", sess.UserID).Pluck("id", &ids).Error; err != nil {
+		// The account's row is locked and read here, so a ban or a removal under way either
+		// finished first (and the account is refused here) or waits for the session and ends it.
+		var users []User
+		if err := forUpdate(tx.Model(&User{})).Select("id", "banned", "ban_expires").Where("id = ?", sess.UserID).Find(&users).Error; err != nil {
 			return fmt.Errorf("models: reading an account: %w", err)
 		}
-		if len(ids) == 0 {
+		if len(users) == 0 {
 			return ErrNotFound
+		}
+		if u := users[0]; u.Banned && (u.BanExpires == nil || u.BanExpires.After(now)) {
+			return ErrBanned
 		}
 		if err := tx.Create(&sess).Error; err != nil {
 			return fmt.Errorf("models: creating a session: %w", err)

@@ -45,7 +45,7 @@ func TestStore_ListUsers(t *testing.T) {
 		if err := s.DB().Delete(&gone).Error; err != nil { // in its grace period: not listed
 			t.Fatal(err)
 		}
-		if _, err := s.SetRole(ctx, ada.ID, "admin", testNow()); err != nil {
+		if _, _, err := s.SetRole(ctx, ada.ID, "admin", testNow(), false); err != nil {
 			t.Fatal(err)
 		}
 		list := func(q UserQuery) (string, int64) {
@@ -111,7 +111,7 @@ func TestStore_BanEndsSessionsAndUnbanLifts(t *testing.T) {
 		other := addUser(t, s.DB(), "other@example.com")
 		a, b, keep := addSession(t, s.DB(), u), addSession(t, s.DB(), u), addSession(t, s.DB(), other)
 		reason, until := "spam", testNow().Add(24*time.Hour)
-		banned, ended, err := s.Ban(ctx, u.ID, &reason, &until, testNow())
+		banned, ended, err := s.Ban(ctx, u.ID, &reason, &until, testNow(), false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestStore_BanEndsSessionsAndUnbanLifts(t *testing.T) {
 		if err != nil || lifted.Banned || lifted.BanReason != nil || lifted.BanExpires != nil {
 			t.Fatalf("Unban = %+v, %v", lifted, err)
 		}
-		if _, _, err := s.Ban(ctx, uuid.NewString(), nil, nil, testNow()); !errors.Is(err, ErrNotFound) {
+		if _, _, err := s.Ban(ctx, uuid.NewString(), nil, nil, testNow(), false); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("banning nobody: %v", err)
 		}
 	})
@@ -143,7 +143,7 @@ func TestStore_RemoveAccount(t *testing.T) {
 		if err := s.DB().Create(&p).Error; err != nil {
 			t.Fatal(err)
 		}
-		ended, err := s.RemoveAccount(ctx, u.ID)
+		ended, err := s.RemoveAccount(ctx, u.ID, testNow(), false)
 		if err != nil || len(ended) != 1 || ended[0] != sess.ID {
 			t.Fatalf("RemoveAccount = %v, %v", ended, err)
 		}
@@ -154,7 +154,7 @@ func TestStore_RemoveAccount(t *testing.T) {
 		if err := s.DB().Take(&kept, "id = ?", p.ID).Error; err != nil || kept.UserID != nil {
 			t.Fatalf("the purchase: %+v, %v", kept, err)
 		}
-		if _, err := s.RemoveAccount(ctx, u.ID); !errors.Is(err, ErrNotFound) {
+		if _, err := s.RemoveAccount(ctx, u.ID, testNow(), false); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("removing it again: %v", err)
 		}
 	})
@@ -164,4 +164,36 @@ func sortedStrings(s []string) []string {
 	out := append([]string(nil), s...)
 	slices.Sort(out)
 	return out
+}
+
+// A ban that commits while an impersonation session is being opened is seen on the account's
+// locked row: no session of a banned account is created (issue 16 review), and one whose ban
+// expired may be.
+func TestStore_CreateSessionRefusesABannedAccount(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		ctx := context.Background()
+		u := addUser(t, s.DB(), "banned-first@example.com")
+		admin := addUser(t, s.DB(), "admin@example.com")
+		until := testNow().Add(time.Hour)
+		if _, _, err := s.Ban(ctx, u.ID, nil, &until, testNow(), false); err != nil {
+			t.Fatal(err)
+		}
+		sess := Session{ID: uuid.NewString(), Token: newHash(), UserID: u.ID, ExpiresAt: testNow().Add(time.Hour),
+			AbsoluteExpiresAt: testNow().Add(time.Hour), CreatedAt: testNow(), UpdatedAt: testNow(), ImpersonatedBy: &admin.ID}
+		if err := s.CreateSession(ctx, sess, testNow()); !errors.Is(err, ErrBanned) {
+			t.Fatalf("CreateSession for a banned account: %v", err)
+		}
+		if err := s.CreateSession(ctx, sess, until.Add(time.Second)); err != nil {
+			t.Fatalf("CreateSession once the ban expired: %v", err)
+		}
+		// The admin's demotion ends it, with the impersonations the admin opened only.
+		own := addSession(t, s.DB(), admin)
+		_, ended, err := s.SetRole(ctx, admin.ID, RoleUser, testNow(), false)
+		if err != nil || len(ended) != 1 || ended[0] != sess.ID {
+			t.Fatalf("SetRole ended %v, %v; want the impersonation", ended, err)
+		}
+		if _, _, found := readSession(t, s, own.Token); !found {
+			t.Fatal("the demoted admin's own session ended")
+		}
+	})
 }

@@ -100,8 +100,9 @@ func (s *Store) ListSessions(ctx context.Context, userID string, now time.Time) 
 
 // EndUserSession deletes the session of userID with the id, or, when id is "", the one whose
 // token hashes to tokenHash, and returns its id; "" when userID has no such session (another
-// account's session is never touched).
-func (s *Store) EndUserSession(ctx context.Context, userID, id, tokenHash string) (string, error) {
+// account's session is never touched). reason is its session.revoked event's (ReasonRevoked by
+// the account itself, ReasonRevokedByAdmin).
+func (s *Store) EndUserSession(ctx context.Context, userID, id, tokenHash, reason string) (string, error) {
 	query, key := "DELETE FROM sessions WHERE user_id = ? AND id = ? RETURNING id", id
 	if id == "" {
 		query, key = "DELETE FROM sessions WHERE user_id = ? AND token = ? RETURNING id", tokenHash
@@ -112,20 +113,21 @@ func (s *Store) EndUserSession(ctx context.Context, userID, id, tokenHash string
 			return fmt.Errorf("models: ending a session: %w", err)
 		}
 		if ended != "" {
-			note(db, revokedEvents(userID, ReasonRevoked, []string{ended})...)
+			note(db, revokedEvents(userID, reason, []string{ended})...)
 		}
 		return nil
 	})
 	return ended, err
 }
 
-// EndUserSessions deletes every session of userID but keep ("" for none), in one transaction,
-// and returns the ids it deleted.
-func (s *Store) EndUserSessions(ctx context.Context, userID, keep string) ([]string, error) {
+// EndUserSessions deletes every session of userID but keep ("" for none), and those it opened as
+// others (impersonations), in one transaction, and returns the ids it deleted; reason is their
+// session.revoked events' (as for EndUserSession).
+func (s *Store) EndUserSessions(ctx context.Context, userID, keep, reason string) ([]string, error) {
 	var ended []string
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		var err error
-		ended, err = endSessions(tx, userID, keep, ReasonRevoked)
+		ended, err = endSessions(tx, userID, keep, reason)
 		return err
 	})
 	return ended, err

@@ -242,25 +242,25 @@ func TestStoreListsAndEndsAUsersSessions(t *testing.T) {
 			t.Fatalf("ListSessions: %v, %v; want the 3 live ones, newest first", list, err)
 		}
 		// Another account's session is never ended, by id or by token.
-		if id, err := st.EndUserSession(ctx, u.ID, theirs.ID, ""); err != nil || id != "" {
+		if id, err := st.EndUserSession(ctx, u.ID, theirs.ID, "", ReasonRevoked); err != nil || id != "" {
 			t.Fatalf("ending another account's session by id: %q, %v", id, err)
 		}
-		if id, err := st.EndUserSession(ctx, u.ID, "", theirs.Token); err != nil || id != "" {
+		if id, err := st.EndUserSession(ctx, u.ID, "", theirs.Token, ReasonRevoked); err != nil || id != "" {
 			t.Fatalf("ending another account's session by token: %q, %v", id, err)
 		}
-		if id, err := st.EndUserSession(ctx, u.ID, mine[0].ID, ""); err != nil || id != mine[0].ID {
+		if id, err := st.EndUserSession(ctx, u.ID, mine[0].ID, "", ReasonRevoked); err != nil || id != mine[0].ID {
 			t.Fatalf("ending by id: %q, %v", id, err)
 		}
-		if id, err := st.EndUserSession(ctx, u.ID, "", mine[1].Token); err != nil || id != mine[1].ID {
+		if id, err := st.EndUserSession(ctx, u.ID, "", mine[1].Token, ReasonRevoked); err != nil || id != mine[1].ID {
 			t.Fatalf("ending by token: %q, %v", id, err)
 		}
 		// All but one, then the rest: the other account keeps its session throughout.
 		addSession(t, db, u)
-		ended, err := st.EndUserSessions(ctx, u.ID, mine[2].ID)
+		ended, err := st.EndUserSessions(ctx, u.ID, mine[2].ID, ReasonRevoked)
 		if err != nil || len(ended) != 2 {
 			t.Fatalf("EndUserSessions keeping one: %v, %v; want the new and the expired one", ended, err)
 		}
-		if ended, err := st.EndUserSessions(ctx, u.ID, ""); err != nil || len(ended) != 1 || ended[0] != mine[2].ID {
+		if ended, err := st.EndUserSessions(ctx, u.ID, "", ReasonRevoked); err != nil || len(ended) != 1 || ended[0] != mine[2].ID {
 			t.Fatalf("EndUserSessions: %v, %v", ended, err)
 		}
 		if n := rowCount(t, db, &Session{}); n != 1 {

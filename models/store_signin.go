@@ -27,9 +27,9 @@ type SignIn struct {
 	Now         time.Time
 	// Admin makes the account an admin (its address is one of AUTH_ADMIN_EMAILS).
 	Admin bool
-	// Audit, when set, makes the audit event of the sign-in from its outcome; it is written in the
-	// sign-in's transaction.
-	Audit func(SignInOutcome) AuditEvent
+	// Audit, when set, makes the audit events of the sign-in from its outcome; they are written
+	// in the sign-in's transaction.
+	Audit func(SignInOutcome) []AuditEvent
 	// NoSignUp refuses to create an account (sign-up gating): a sign-in that would is
 	// ErrSignUpClosed, and nothing is written.
 	NoSignUp bool
@@ -44,12 +44,13 @@ type SignIn struct {
 	DeviceFreshAfter time.Time
 }
 
-// SignInOutcome is what a sign-in did, for its audit event: the account, whether it was created
-// or restored from its deletion, and whether the device was new to it (an existing account, and
-// the new-device notice queued).
+// SignInOutcome is what a sign-in did, for its audit events: the account, whether it was created
+// or restored from its deletion, whether the device was new to it (an existing account, and the
+// new-device notice queued), and, when the sign-in made it an admin (SignIn.Admin), its role.
 type SignInOutcome struct {
 	UserID                       string
 	Created, Restored, NewDevice bool
+	PromotedTo                   string
 }
 
 // SignedIn is the account a sign-in signed in, and whether the sign-in created it.
@@ -105,7 +106,8 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		if created && in.NoSignUp {
 			return ErrSignUpClosed
 		}
-		if user, err = settleAccess(tx, in, user); err != nil {
+		promoted := false
+		if user, promoted, err = settleAccess(tx, in, user); err != nil {
 			return err
 		}
 		if err := clearCounter(tx, in.FailureKey); err != nil {
@@ -129,9 +131,14 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 			}
 		}
 		if in.Audit != nil {
-			event := in.Audit(SignInOutcome{UserID: user.ID, Created: created, Restored: restored, NewDevice: newDevice})
-			if err := insertLater(tx, &event, ""); err != nil {
-				return fmt.Errorf("models: recording the sign-in: %w", err)
+			o := SignInOutcome{UserID: user.ID, Created: created, Restored: restored, NewDevice: newDevice}
+			if promoted {
+				o.PromotedTo = user.Role
+			}
+			for _, event := range in.Audit(o) {
+				if err := insertLater(tx, &event, ""); err != nil {
+					return fmt.Errorf("models: recording the sign-in: %w", err)
+				}
 			}
 		}
 		if noting(tx) {
@@ -229,19 +236,20 @@ func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notif
 
 // settleAccess decides, on the account's locked row, whether it may sign in: a ban in force
 // refuses it (ErrBanned, and the transaction rolls back, the code unspent); a ban past its expiry
-// is lifted. An account whose address AUTH_ADMIN_EMAILS lists (in.Admin) gets the admin role.
+// is lifted. An account whose address AUTH_ADMIN_EMAILS lists (in.Admin) gets the admin role,
+// and promoted reports that it did.
 // A ban and a sign-in of one account are serialised by that row's lock (Ban writes it before
 // it ends the sessions), so no session of a banned account is left behind.
-func settleAccess(tx *gorm.DB, in SignIn, user User) (User, error) {
+func settleAccess(tx *gorm.DB, in SignIn, user User) (_ User, promoted bool, _ error) {
 	if user.Role == "" {
 		user.Role = RoleUser // a fresh row, whose role the database's default sets
 	}
 	if user.Banned {
 		if user.BanExpires == nil || user.BanExpires.After(in.Now) {
-			return User{}, ErrBanned
+			return User{}, false, ErrBanned
 		}
 		if err := execLater(tx, "UPDATE users SET banned = ?, ban_reason = NULL, ban_expires = NULL WHERE id = ?", false, user.ID); err != nil {
-			return User{}, fmt.Errorf("models: lifting an expired ban: %w", err)
+			return User{}, false, fmt.Errorf("models: lifting an expired ban: %w", err)
 		}
 		user.Banned, user.BanReason, user.BanExpires = false, nil, nil
 	}
@@ -251,11 +259,12 @@ func settleAccess(tx *gorm.DB, in SignIn, user User) (User, error) {
 			role = user.Role + "," + RoleAdmin
 		}
 		if err := execLater(tx, "UPDATE users SET role = ? WHERE id = ?", role, user.ID); err != nil {
-			return User{}, fmt.Errorf("models: making an admin: %w", err)
+			return User{}, false, fmt.Errorf("models: making an admin: %w", err)
 		}
 		user.Role = role
+		promoted = true
 	}
-	return user, nil
+	return user, promoted, nil
 }
 
 // signUpEffects runs in the transaction that creates the account: its UserData row, and every

@@ -194,8 +194,9 @@ func filterValue(field models.UserField, op models.Operator, raw string) (any, e
 				return nil, errors.New("Invalid input: expected an ISO 8601 date or milliseconds since 1970")
 			}
 			// Both databases compare the years 1 to 9999 (SQLite as text, which a fifth digit
-			// would sort wrongly; PostgreSQL overflows far past them).
-			if t.Year() < 1 || t.Year() > 9999 {
+			// would sort wrongly; PostgreSQL overflows far past them), of the time in UTC, as
+			// it is stored: "9999-12-31T23:00:00-02:00" is in the year 10000.
+			if t = t.UTC(); t.Year() < 1 || t.Year() > 9999 {
 				return nil, errors.New("Invalid input: expected a date between the years 1 and 9999")
 			}
 			return t.UTC(), nil

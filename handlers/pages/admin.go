@@ -193,9 +193,9 @@ func (h *Pages) mountAdmin(app *fiber.App, formLimit fiber.Handler) {
 		if err := confirmed(c); err != nil {
 			return err
 		}
-		d, err := time.ParseDuration(formValue(c, "for"))
-		if err != nil || d < 0 || d > 24*365*time.Hour {
-			return auth.ErrInvalidBanLength
+		d, err := auth.ParseBanLength(formValue(c, "for"))
+		if err != nil {
+			return err
 		}
 		reason := strings.TrimSpace(formValue(c, "reason"))
 		if reason == "" {

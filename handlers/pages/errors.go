@@ -40,6 +40,7 @@ var problems = map[error]problem{
 	auth.ErrPurchaseOtherEmail:  {fiber.StatusUnprocessableEntity, "This purchase was made with another e-mail address. Sign in with that address to keep it."},
 	auth.ErrSessionNotFound:     {fiber.StatusBadRequest, "That device is signed out already."},
 	auth.ErrBanned:              {fiber.StatusForbidden, "This account has been suspended, so it cannot sign in. If you think this is a mistake, contact support."},
+	auth.ErrImpersonated:        {fiber.StatusForbidden, "Only the account's owner can do this: it cannot be done while you act as them."},
 }
 
 // What a rate limit counted, in the words of the form that was refused ("Too many codes were
@@ -96,6 +97,9 @@ func errorPageMessage(status int, fallback string, err error) string {
 		if errors.Is(err, own) {
 			return own.Message // the pages' own refusals have words of their own
 		}
+	}
+	if p, ok := explain(err, countedRequests); ok {
+		return p.message // a refusal of auth's, in the words the forms use
 	}
 	switch status {
 	case fiber.StatusNotFound:
