@@ -176,6 +176,7 @@ var adminProblems = map[error]string{
 	auth.ErrCannotRemoveSelf: "You cannot remove yourself.",
 	auth.ErrInvalidBanLength: "Choose how long the ban lasts.",
 	auth.ErrSessionNotFound:  "That device is signed out already.",
+	auth.ErrLastAdmin:        "This is the last admin: make another account an admin first.",
 }
 
 func confirmed(c *fiber.Ctx) error {
