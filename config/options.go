@@ -124,7 +124,7 @@ var options = []option{
 			return nil
 		}},
 	{name: "AUTH_ADMIN_EMAILS",
-		doc: "Addresses, comma-separated, whose accounts get the admin role when they are created or next sign in: how a fresh install gets its first admin. Removing an address later does not take the role away (`set-role` does).",
+		doc: "Addresses, comma-separated, whose accounts get the admin role when they are created or next sign in: how a fresh install gets its first admin (they may sign up even with `AUTH_DISABLE_SIGNUP` or `AUTH_ALLOWED_EMAIL_DOMAINS`). Each grant is in the audit log (`admin.role_set`, no actor, `\"by\": \"AUTH_ADMIN_EMAILS\"`). Removing an address later does not take the role away (`set-role` does); while it is listed, a `set-role` demotion lasts only until its next sign-in.",
 		set: func(c *Config, v string) error {
 			var errs []error
 			for _, item := range splitList(v) {
