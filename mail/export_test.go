@@ -5,6 +5,11 @@ import (
 	"time"
 )
 
+// NewSMTPWithTimeout is NewSMTP with timeout for each dial and command instead of 15 s.
+func NewSMTPWithTimeout(cfg SMTPConfig, timeout time.Duration) (*SMTP, error) {
+	return newSMTP(cfg, timeout)
+}
+
 // Lease is how long a claim or a heartbeat holds a message.
 const Lease = lease
 

@@ -142,8 +142,11 @@ func (t smtpTarget) describe() string {
 type SMTP struct {
 	client *gomail.Client
 	target smtpTarget
+	tls    *tls.Config
 	from   string
 	domain string
+	// timeout bounds a dial and each command: smtpTimeout (tests shorten it).
+	timeout time.Duration
 	// slots holds a token per connection that may be open.
 	slots chan struct{}
 	mu    sync.Mutex
@@ -151,14 +154,41 @@ type SMTP struct {
 	timer *time.Timer
 }
 
+// relayConn is a connection to the relay: the SMTP conversation, and the network connection
+// under it, which is closed to stop a conversation whose context ended.
+type relayConn struct {
+	c   *smtp.Client
+	raw net.Conn
+}
+
+// close ends the connection without a goodbye.
+func (rc relayConn) close() {
+	_ = rc.c.Close()
+	_ = rc.raw.Close()
+}
+
+// quit says goodbye, and closes the connection whatever the relay answers.
+func (rc relayConn) quit() {
+	_ = rc.c.Quit()
+	_ = rc.raw.Close()
+}
+
 // idleConn is an open connection waiting for the next message.
 type idleConn struct {
-	c     *smtp.Client
+	relayConn
 	since time.Time
 }
 
+// dialedKey carries, in a dial's context, where dialRelay records the connection it opened, so
+// that a set-up that fails after it (a refused login, no STARTTLS) closes it: go-mail leaves it
+// open.
+type dialedKey struct{}
+
 // NewSMTP returns the mailer for cfg.
-func NewSMTP(cfg SMTPConfig) (*SMTP, error) {
+func NewSMTP(cfg SMTPConfig) (*SMTP, error) { return newSMTP(cfg, smtpTimeout) }
+
+// newSMTP is NewSMTP with timeout for each dial and command.
+func newSMTP(cfg SMTPConfig, timeout time.Duration) (*SMTP, error) {
 	t, err := parseSMTPURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("SMTP_URL: %w", err)
@@ -171,25 +201,50 @@ func NewSMTP(cfg SMTPConfig) (*SMTP, error) {
 	if tlsConfig == nil {
 		tlsConfig = &tls.Config{ServerName: t.host, MinVersion: tls.VersionTLS12}
 	}
+	s := &SMTP{target: t, tls: tlsConfig, from: cfg.From, timeout: timeout, slots: make(chan struct{}, smtpConns)}
+	s.domain = from.Address[strings.LastIndexByte(from.Address, '@')+1:]
+	// The URL's port, and the URL's TLS policy: go-mail's "port policy" options would move the
+	// port (smtp://relay:25 to 587) and fall back to another. Implicit TLS (smtps) is set up by
+	// dialRelay, which also records each connection so a failed set-up closes it.
 	opts := []gomail.Option{
-		gomail.WithPort(t.port), gomail.WithTimeout(smtpTimeout), gomail.WithTLSConfig(tlsConfig),
-		gomail.WithTLSPortPolicy(t.policy),
-	}
-	if t.implicit {
-		opts = append(opts, gomail.WithSSL())
+		gomail.WithPort(t.port), gomail.WithTimeout(timeout), gomail.WithTLSConfig(tlsConfig),
+		gomail.WithTLSPolicy(t.policy), gomail.WithDialContextFunc(s.dialRelay),
 	}
 	if t.user != "" {
-		// The strongest mechanism the relay offers; PLAIN and LOGIN only over TLS.
-		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover), gomail.WithUsername(t.user), gomail.WithPassword(t.pass))
+		// The strongest mechanism the relay offers; PLAIN and LOGIN only over TLS (smtp's own
+		// PLAIN and LOGIN refuse a connection without it).
+		opts = append(opts, gomail.WithOpportunisticSMTPAuth(gomail.SMTPAuthSCRAMSHA256PLUS, gomail.SMTPAuthSCRAMSHA256,
+			gomail.SMTPAuthSCRAMSHA1PLUS, gomail.SMTPAuthSCRAMSHA1, gomail.SMTPAuthCramMD5, gomail.SMTPAuthPlain, gomail.SMTPAuthLogin),
+			gomail.WithUsername(t.user), gomail.WithPassword(t.pass))
 	}
 	client, err := gomail.NewClient(t.host, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("SMTP_URL: %w", err)
 	}
-	// The port policy above chose the port; it must not be replaced by a fallback.
-	client.SetTLSPolicy(t.policy)
-	domain := from.Address[strings.LastIndexByte(from.Address, '@')+1:]
-	return &SMTP{client: client, target: t, from: cfg.From, domain: domain, slots: make(chan struct{}, smtpConns)}, nil
+	s.client = client
+	return s, nil
+}
+
+// dialRelay opens a connection to the relay, with TLS from the first byte for smtps, and records
+// it where the dial's context says (dialedKey).
+func (s *SMTP) dialRelay(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if s.target.implicit {
+		tc := tls.Client(conn, s.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	if at, ok := ctx.Value(dialedKey{}).(*net.Conn); ok {
+		*at = conn
+	}
+	return conn, nil
 }
 
 // String names the relay for the start-up log.
@@ -199,6 +254,8 @@ func (s *SMTP) String() string { return s.target.describe() }
 // full queue) and a lost connection are worth retrying; a 5xx answer to the message refuses it
 // (PermanentError); a refused login or TLS that cannot be set up is the operator's to fix
 // (CredentialsError).
+//
+// The send stops when ctx ends, at whatever command it is: its connection is closed under it.
 func (s *SMTP) Send(ctx context.Context, m Message) error {
 	msg, err := s.message(m)
 	if err != nil {
@@ -210,29 +267,39 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		return ctx.Err()
 	}
 	defer func() { <-s.slots }()
-	c, reused := s.take()
-	if c == nil {
-		if c, err = s.dial(ctx); err != nil {
+	rc, reused := s.take()
+	if !reused {
+		if rc, err = s.dial(ctx); err != nil {
 			return err
 		}
 	}
-	err = s.client.SendWithSMTPClient(c, msg)
+	err = s.send(ctx, rc, msg)
 	var sendErr *gomail.SendError
-	if reused && errors.As(err, &sendErr) && sendErr.Reason == gomail.ErrConnCheck {
+	if reused && ctx.Err() == nil && errors.As(err, &sendErr) && sendErr.Reason == gomail.ErrConnCheck {
 		// The relay closed the connection while it was idle: once more on a new one.
-		c.Close()
-		if c, err = s.dial(ctx); err != nil {
+		rc.close()
+		if rc, err = s.dial(ctx); err != nil {
 			return err
 		}
-		err = s.client.SendWithSMTPClient(c, msg)
+		err = s.send(ctx, rc, msg)
 	}
 	if err == nil {
-		s.put(c)
+		s.put(rc)
 		return nil
 	}
 	// After a failure the connection's state is not worth trusting: it goes.
-	_ = c.Close()
-	return classifySMTP(err)
+	rc.close()
+	if ctx.Err() != nil {
+		return fmt.Errorf("smtp: %w", ctx.Err())
+	}
+	return classifySMTP(err, false)
+}
+
+// send hands msg to the relay on rc, closing rc's connection if ctx ends first.
+func (s *SMTP) send(ctx context.Context, rc relayConn, msg *gomail.Msg) error {
+	stop := context.AfterFunc(ctx, func() { _ = rc.raw.Close() })
+	defer stop()
+	return s.client.SendWithSMTPClient(rc.c, msg)
 }
 
 // message builds the MIME message of m: text with an HTML alternative.
@@ -260,35 +327,42 @@ func (s *SMTP) message(m Message) (*gomail.Msg, error) {
 	return msg, nil
 }
 
-// dial opens and readies a connection: TLS, EHLO, login.
-func (s *SMTP) dial(ctx context.Context) (*smtp.Client, error) {
-	c, err := s.client.DialToSMTPClientWithContext(ctx)
+// dial opens and readies a connection: TLS, EHLO, login. A set-up that fails closes the
+// connection it opened.
+func (s *SMTP) dial(ctx context.Context) (relayConn, error) {
+	var raw net.Conn
+	c, err := s.client.DialToSMTPClientWithContext(context.WithValue(ctx, dialedKey{}, &raw))
 	if err != nil {
-		return nil, classifySMTP(err)
+		if raw != nil {
+			_ = raw.Close()
+		}
+		return relayConn{}, classifySMTP(err, true)
 	}
-	return c, nil
+	return relayConn{c: c, raw: raw}, nil
 }
 
-// take returns an idle connection (reused true), or nil when there is none.
-func (s *SMTP) take() (*smtp.Client, bool) {
+// take returns an idle connection, its command deadline renewed (reused true), or none.
+func (s *SMTP) take() (relayConn, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.idle) > 0 {
 		last := s.idle[len(s.idle)-1]
 		s.idle = s.idle[:len(s.idle)-1]
-		if time.Since(last.since) < smtpIdle {
-			return last.c, true
+		// The deadline set by the last command has passed while it waited (it is shorter than
+		// smtpIdle): renewed, the connection's next command gets its full time.
+		if time.Since(last.since) < smtpIdle && last.c.UpdateDeadline(s.timeout) == nil {
+			return last.relayConn, true
 		}
-		go last.c.Quit()
+		go last.quit()
 	}
-	return nil, false
+	return relayConn{}, false
 }
 
-// put keeps c for the next message, and has it closed once it has been idle smtpIdle.
-func (s *SMTP) put(c *smtp.Client) {
+// put keeps rc for the next message, and has it closed once it has been idle smtpIdle.
+func (s *SMTP) put(rc relayConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.idle = append(s.idle, idleConn{c: c, since: time.Now()})
+	s.idle = append(s.idle, idleConn{relayConn: rc, since: time.Now()})
 	if s.timer == nil {
 		s.timer = time.AfterFunc(smtpIdle, s.reap)
 	}
@@ -302,7 +376,7 @@ func (s *SMTP) reap() {
 	kept := s.idle[:0]
 	for _, ic := range s.idle {
 		if time.Since(ic.since) >= smtpIdle {
-			go ic.c.Quit()
+			go ic.quit()
 			continue
 		}
 		kept = append(kept, ic)
@@ -324,16 +398,18 @@ func (s *SMTP) Close() error {
 	}
 	s.mu.Unlock()
 	for _, ic := range idle {
-		_ = ic.c.Quit()
+		ic.quit()
 	}
 	return nil
 }
 
-// classifySMTP sorts a failure by what retrying can do about it: the relay's 5xx to the message
-// is permanent; a refused login (530, 534, 535, 538), a relay without the required STARTTLS or
-// AUTH, or a certificate that does not verify is the operator's (CredentialsError); a 4xx, a
-// timeout or a lost connection is retried.
-func classifySMTP(err error) error {
+// classifySMTP sorts a failure by what retrying can do about it: the relay's 5xx to the
+// recipient or the message is permanent; a 5xx while the connection is set up (the greeting,
+// EHLO: setup) or to the sender (MAIL FROM: a sender the relay does not accept), a refused login
+// (530, 534, 535, 538), a relay without the required STARTTLS or AUTH, or a certificate that
+// does not verify is the operator's (CredentialsError), as it fails every message alike; a 4xx,
+// a timeout or a lost connection is retried.
+func classifySMTP(err error, setup bool) error {
 	code := 0
 	var tp *textproto.Error
 	var sendErr *gomail.SendError
@@ -342,11 +418,14 @@ func classifySMTP(err error) error {
 		code = tp.Code
 	case errors.As(err, &sendErr):
 		code = sendErr.ErrorCode()
+		setup = setup || sendErr.Reason == gomail.ErrSMTPMailFrom
 	}
 	err = fmt.Errorf("smtp: %w", err)
 	var certErr *tls.CertificateVerificationError
 	switch {
 	case code == 530 || code == 534 || code == 535 || code == 538:
+		return &CredentialsError{Err: err}
+	case code >= 500 && setup:
 		return &CredentialsError{Err: err}
 	case code >= 500:
 		return &PermanentError{Err: err}

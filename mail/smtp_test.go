@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"codeauth/internal/testkit"
 	"codeauth/mail"
@@ -253,4 +254,133 @@ func TestSMTP_OutboxRetriesGreylistingAndGivesUpOn5xx(t *testing.T) {
 			t.Fatalf("%d messages still pending", f.pending())
 		}
 	})
+}
+
+// smtp://relay:25 dials port 25, the URL's: go-mail's port policy moved it to 587 (review of
+// issue 17).
+func TestSMTP_DialsThePortOfTheURL(t *testing.T) {
+	cert, pool := testkit.RelayCert(t)
+	r := testkit.StartRelayAt(t, "127.0.0.1:25", testkit.StartTLSRelay, cert, "", "")
+	m := newSMTP(t, "smtp://127.0.0.1:25", pool)
+	if got := mail.Describe(m); got != "smtp 127.0.0.1:25 (STARTTLS)" {
+		t.Fatalf("described as %q", got)
+	}
+	if err := m.Send(context.Background(), message("id-1", "bob@example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Messages()) != 1 {
+		t.Fatal("nothing arrived on port 25")
+	}
+}
+
+// A connection kept idle past its last command's deadline (shorter than the idle time) is used
+// again, its deadline renewed: not failed, redialled and logged in again.
+func TestSMTP_IdleConnectionsOutliveTheirCommandDeadline(t *testing.T) {
+	cert, pool := testkit.RelayCert(t)
+	r := testkit.StartRelay(t, testkit.StartTLSRelay, cert, "acme", "secret")
+	m, err := mail.NewSMTPWithTimeout(mail.SMTPConfig{URL: "smtp://acme:secret@" + r.Addr, From: "auth@acme.test",
+		TLS: &tls.Config{RootCAs: pool, ServerName: "localhost"}}, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 3 {
+		if err := m.Send(context.Background(), message(fmt.Sprintf("id-%d", i), "bob@example.com")); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		time.Sleep(500 * time.Millisecond) // past the command deadline, within the idle time
+	}
+	if r.Conns.Load() != 1 || r.Logins.Load() != 1 {
+		t.Fatalf("%d connections and %d logins for 3 messages, want 1 of each", r.Conns.Load(), r.Logins.Load())
+	}
+}
+
+// A relay that refuses the sender (MAIL FROM) or the greeting refuses every message alike: the
+// operator's configuration (CredentialsError), kept and retried, not a message given up.
+func TestSMTP_RefusedSenderIsTheOperators(t *testing.T) {
+	cert, pool := testkit.RelayCert(t)
+	var credentials *mail.CredentialsError
+	r := testkit.StartRelay(t, testkit.StartTLSRelay, cert, "acme", "secret")
+	r.MailAnswer = func(string) error {
+		return &smtp.SMTPError{Code: 553, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "Sender address rejected: not owned by user acme"}
+	}
+	err := newSMTP(t, "smtp://acme:secret@"+r.Addr, pool).Send(context.Background(), message("id-1", "bob@example.com"))
+	if !errors.As(err, &credentials) || !strings.Contains(err.Error(), "553") {
+		t.Fatalf("a refused sender gave %v (%T), want the operator's error", err, err)
+	}
+	// A relay whose greeting is a 554 (it does not serve this client).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "554 5.7.1 No SMTP service here\r\n")
+			c.Close()
+		}
+	}()
+	err = newSMTP(t, "smtp://"+ln.Addr().String(), pool).Send(context.Background(), message("id-2", "bob@example.com"))
+	if !errors.As(err, &credentials) || !strings.Contains(err.Error(), "554") {
+		t.Fatalf("a refused greeting gave %v (%T), want the operator's error", err, err)
+	}
+}
+
+// A relay that stalls mid-message holds the send only as long as its context: the connection is
+// closed under it and the send returns the context's error, to be retried.
+func TestSMTP_SendStopsWhenItsContextEnds(t *testing.T) {
+	cert, pool := testkit.RelayCert(t)
+	r := testkit.StartRelay(t, testkit.StartTLSRelay, cert, "", "")
+	r.Hold = make(chan struct{})
+	defer close(r.Hold)
+	m := newSMTP(t, "smtp://"+r.Addr, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := m.Send(ctx, message("id-1", "bob@example.com"))
+	var permanent *mail.PermanentError
+	if err == nil || errors.As(err, &permanent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a stalled relay gave %v (%T), want the context's deadline", err, err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("the send held on for %v after its context ended", waited)
+	}
+}
+
+// Every set-up that fails closes the connection it opened: a relay without the required
+// STARTTLS, a certificate that does not verify, a refused login.
+func TestSMTP_FailedSetUpClosesItsConnection(t *testing.T) {
+	cert, pool := testkit.RelayCert(t)
+	for _, c := range []struct {
+		name string
+		mode testkit.RelayMode
+		url  func(addr string) string
+		pool *x509.CertPool
+	}{
+		{"no STARTTLS", testkit.PlainRelay, func(a string) string { return "smtp://" + a }, pool},
+		{"untrusted certificate", testkit.StartTLSRelay, func(a string) string { return "smtp://" + a }, x509.NewCertPool()},
+		{"untrusted certificate, smtps", testkit.ImplicitRelay, func(a string) string { return "smtps://" + a }, x509.NewCertPool()},
+		{"refused login", testkit.StartTLSRelay, func(a string) string { return "smtp://acme:wrong@" + a }, pool},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := testkit.StartRelay(t, c.mode, cert, "acme", "secret")
+			m := newSMTP(t, c.url(r.Addr), c.pool)
+			for i := range 3 {
+				if err := m.Send(context.Background(), message(fmt.Sprintf("id-%d", i), "bob@example.com")); err == nil {
+					t.Fatal("the send succeeded")
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for r.Open.Load() != 0 && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if n := r.Open.Load(); n != 0 {
+				t.Fatalf("%d of %d connections left open after failed set-ups", n, r.Conns.Load())
+			}
+		})
+	}
 }

@@ -32,11 +32,16 @@ type Relay struct {
 	user, pass string
 	// Answer, when set, is the relay's answer to RCPT TO for an address; nil accepts.
 	Answer func(to string) error
+	// MailAnswer, when set, is the relay's answer to MAIL FROM for a sender; nil accepts.
+	MailAnswer func(from string) error
+	// Hold, when set, makes the relay take a message's data and then say nothing until it is
+	// closed: a relay that stalls.
+	Hold chan struct{}
 
 	mu       sync.Mutex
 	received []Received
-	// Conns counts the connections accepted.
-	Conns atomic.Int32
+	// Conns counts the connections accepted; Open those not closed yet.
+	Conns, Open atomic.Int32
 	// Logins counts successful logins.
 	Logins atomic.Int32
 }
@@ -87,44 +92,62 @@ const (
 // StartRelay starts a relay in mode with cert, accepting the login user:pass (none when empty).
 func StartRelay(t *testing.T, mode RelayMode, cert tls.Certificate, user, pass string) *Relay {
 	t.Helper()
+	return StartRelayAt(t, "127.0.0.1:0", mode, cert, user, pass)
+}
+
+// StartRelayAt is StartRelay listening on addr (such as 127.0.0.1:25) instead of a free port.
+func StartRelayAt(t *testing.T, addr string, mode RelayMode, cert tls.Certificate, user, pass string) *Relay {
+	t.Helper()
 	r := &Relay{t: t, user: user, pass: pass}
 	r.Srv = smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		return &relaySession{r: r}, nil
 	}))
 	r.Srv.Domain = "relay.test"
 	r.Srv.ReadTimeout, r.Srv.WriteTimeout = 10*time.Second, 10*time.Second
-	var ln net.Listener
-	var err error
-	switch mode {
-	case ImplicitRelay:
-		ln, err = tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
-	default:
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-		if mode == StartTLSRelay {
-			r.Srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
-		}
-	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("listening on %s: %v", addr, err)
 	}
 	r.Addr = ln.Addr().String()
-	go r.Srv.Serve(countingListener{ln, &r.Conns})
+	// Counted under the TLS, so the server still sees a TLS connection (and offers AUTH on it).
+	var served net.Listener = countingListener{ln, &r.Conns, &r.Open}
+	switch mode {
+	case ImplicitRelay:
+		served = tls.NewListener(served, &tls.Config{Certificates: []tls.Certificate{cert}})
+	case StartTLSRelay:
+		r.Srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	}
+	go r.Srv.Serve(served)
 	t.Cleanup(func() { r.Srv.Close() })
 	return r
 }
 
-// countingListener counts the connections it accepts.
+// countingListener counts the connections it accepts, and those still open.
 type countingListener struct {
 	net.Listener
-	n *atomic.Int32
+	n, open *atomic.Int32
 }
 
 func (l countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
 		l.n.Add(1)
+		l.open.Add(1)
+		c = &countedConn{Conn: c, open: l.open}
 	}
 	return c, err
+}
+
+// countedConn takes itself off its listener's open count when it is closed.
+type countedConn struct {
+	net.Conn
+	open *atomic.Int32
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
 }
 
 // Messages returns what the relay has taken so far.
@@ -163,6 +186,11 @@ func (s *relaySession) Mail(from string, _ *smtp.MailOptions) error {
 	if s.r.user != "" && !s.authed {
 		return &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "Authentication required"}
 	}
+	if s.r.MailAnswer != nil {
+		if err := s.r.MailAnswer(from); err != nil {
+			return err
+		}
+	}
 	s.from = from
 	return nil
 }
@@ -187,6 +215,9 @@ func (s *relaySession) Data(body io.Reader) error {
 		return err
 	}
 	content, _ := io.ReadAll(msg.Body)
+	if s.r.Hold != nil {
+		<-s.r.Hold
+	}
 	s.r.mu.Lock()
 	s.r.received = append(s.r.received, Received{From: s.from, To: s.to, Msg: msg, Body: string(content)})
 	s.r.mu.Unlock()
