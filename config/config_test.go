@@ -209,6 +209,26 @@ func TestLoad_SMTPURL(t *testing.T) {
 	}
 }
 
+// A refused WEBHOOK_URL is named by its place and host in the error, which goes to the log: its
+// user part, path and query may hold the receiver's credentials (review of issue 17).
+func TestLoad_WebhookURLErrorsKeepItsSecrets(t *testing.T) {
+	secret := "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 32))
+	for _, url := range []string{
+		"https://user:hunter2pw@app.example.com/hooks",
+		"ftp://app.example.com/hooks?token=hunter2tok",
+		"https://app.example.com/hooks?token=hunter2tok#frag",
+		"https://ok.example.com, ht!tp://hunter2x",
+	} {
+		_, err := Load(env(map[string]string{"AUTH_SECRET": goodSecret, "WEBHOOK_URL": url, "WEBHOOK_SECRET": secret}))
+		if err == nil || !strings.Contains(err.Error(), "WEBHOOK_URL") {
+			t.Fatalf("%q: %v, want a WEBHOOK_URL error", url, err)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("the error quotes a secret of the URL: %v", err)
+		}
+	}
+}
+
 // WEBHOOK_URL takes http(s) endpoints without credentials; WEBHOOK_SECRET is required with it,
 // in the Standard Webhooks form (whsec_ and base64 of 24-64 bytes).
 func TestLoad_Webhooks(t *testing.T) {

@@ -213,9 +213,11 @@ var options = []option{
 		doc: "Endpoints, comma-separated, that receive the lifecycle events (`user.created`, `user.deleted`, `user.email_changed`, `user.banned`, `session.created`, `session.revoked`, `consent.granted`, `consent.withdrawn`) as Standard Webhooks: signed, queued in the change's transaction, retried for 3 days, at least once each with a `webhook-id` to deduplicate by.",
 		set: func(c *Config, v string) error {
 			var errs []error
-			for _, item := range splitList(v) {
+			for i, item := range splitList(v) {
 				if err := mail.CheckWebhookURL(item); err != nil {
-					errs = append(errs, fmt.Errorf("%q %w", item, err))
+					// Named by its place and host only: its path, query or user part may hold
+					// the receiver's credentials, and this error goes to the log.
+					errs = append(errs, fmt.Errorf("endpoint %d (host %q) %w", i+1, mail.EndpointHost(item), err))
 					continue
 				}
 				c.WebhookURLs = append(c.WebhookURLs, item)

@@ -409,3 +409,36 @@ func TestOutbox_WebhooksSurviveAnInstanceCrash(t *testing.T) {
 		}
 	})
 }
+
+// A webhook queued by an instance with WEBHOOK_URL and left to one without it is retried for the
+// retry time every webhook has, then given up with a record: not retried for ever (review of
+// issue 17).
+func TestOutbox_WebhooksWithoutWebhooksAreNotRetriedForever(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		hooks, err := mail.NewWebhooks([]string{"https://hooks.example.com/in"}, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), f.clock.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queuing, plain := f.instance(newGate()), f.instance(newGate())
+		queuing.SetWebhooks(hooks)
+		row, err := queuing.PrepareWebhook("https://hooks.example.com/in", "msg_1", []byte(`{"n":1}`), f.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.db.Create(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		for elapsed := time.Duration(0); elapsed <= mail.WebhookRetry+time.Hour; elapsed += time.Hour {
+			if _, err := plain.DeliverDue(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Advance(time.Hour)
+		}
+		if _, err := plain.DeliverDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if state := f.state(row.ID); !strings.HasPrefix(state, "status "+models.OutboxAbandoned+",") {
+			t.Fatalf("after the retry time the webhook is %q, want given up", state)
+		}
+	})
+}

@@ -178,18 +178,19 @@ func (w *Webhooks) deliver(ctx context.Context, endpoint, id string, body []byte
 	resp, err := w.client.Do(req)
 	if err != nil {
 		// The URL's address, not the whole error, which may repeat a query string.
-		return fmt.Errorf("webhook to %s: %w", hostOf(endpoint), errors.Unwrap(err))
+		return fmt.Errorf("webhook to %s: %w", EndpointHost(endpoint), errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("webhook to %s: HTTP %d", hostOf(endpoint), resp.StatusCode)
+		return fmt.Errorf("webhook to %s: HTTP %d", EndpointHost(endpoint), resp.StatusCode)
 	}
 	return nil
 }
 
-// hostOf is the host of an endpoint, for logs and the record of a delivery given up.
-func hostOf(endpoint string) string {
+// EndpointHost is the host of an endpoint, for logs, errors and the record of a delivery given
+// up: never its user part, path or query, which may carry credentials.
+func EndpointHost(endpoint string) string {
 	if u, err := url.Parse(endpoint); err == nil {
 		return u.Host
 	}
@@ -216,7 +217,7 @@ func (o *Outbox) PrepareWebhook(endpoint, id string, body []byte, at time.Time) 
 		return models.OutboxMessage{}, fmt.Errorf("mail: sealing a webhook: %w", err)
 	}
 	return models.OutboxMessage{
-		ID: rowID, Kind: string(KindWebhook), Recipient: hostOf(endpoint), Payload: sealed,
+		ID: rowID, Kind: string(KindWebhook), Recipient: EndpointHost(endpoint), Payload: sealed,
 		Status: models.OutboxPending, NextAttemptAt: now, CreatedAt: at.UTC().Truncate(time.Microsecond),
 	}, nil
 }
@@ -229,7 +230,14 @@ func (o *Outbox) SetWebhooks(w *Webhooks) { o.hooks = w }
 // WEBHOOK_URL is dropped.
 func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage) (outcome, error) {
 	if o.hooks == nil {
-		return outcomeFailed, errors.New("webhooks are not configured on this instance")
+		// Queued by an instance with WEBHOOK_URL, claimed by one without: another instance may
+		// still deliver it, within the retry time every webhook has, and no longer.
+		err := errors.New("webhooks are not configured on this instance")
+		if !o.clock().Before(row.CreatedAt.Add(WebhookRetry)) {
+			o.log.ErrorContext(ctx, "outbox: giving up on a webhook no instance with WEBHOOK_URL delivered in its retry time", "id", row.ID, "host", row.Recipient)
+			return outcomeAbandoned, err
+		}
+		return outcomeFailed, err
 	}
 	var p webhookPayload
 	if err := o.openSealed(row, &p); err != nil {
