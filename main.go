@@ -12,6 +12,8 @@
 //	codeauth users …              list, show, ban, unban, revoke, remove accounts, set their roles
 //	                              (see users.go; `codeauth users` prints its usage)
 //	codeauth config               print the configuration's variables as README.md's table
+//	codeauth healthcheck          exit 0 when the service on this host ($PORT) is ready: the
+//	                              container image's health check, which has no shell or curl
 //
 // Configuration comes from the environment; see README.md. Everything the service is made of is
 // built by server.New; this command only chooses what to do with it.
@@ -51,13 +53,15 @@ func run(args []string) int {
 	case "config":
 		fmt.Print(config.Markdown())
 		return 0
+	case cmdHealthcheck:
+		return runHealthcheck(os.Stdout)
 	case "help", "-h", "--help":
 		fmt.Println("usage: codeauth [serve|migrate|" + auth.JobPruneThrottle + "|" + auth.JobPurgeAccounts + "|" +
-			auth.JobRotateJWTKey + "|" + cmdRotateJWT + " [" + rotateNowFlag + "]|" + cmdUsers + " …|config]")
+			auth.JobRotateJWTKey + "|" + cmdRotateJWT + " [" + rotateNowFlag + "]|" + cmdUsers + " …|config|" + cmdHealthcheck + "]")
 		return 0
 	default:
-		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s, %s, %s, %s or config)\n", cmd,
-			auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT, cmdUsers)
+		fmt.Fprintf(os.Stderr, "codeauth: unknown command %q (want serve, migrate, %s, %s, %s, %s, %s, config or %s)\n", cmd,
+			auth.JobPruneThrottle, auth.JobPurgeAccounts, auth.JobRotateJWTKey, cmdRotateJWT, cmdUsers, cmdHealthcheck)
 		return 2
 	}
 
