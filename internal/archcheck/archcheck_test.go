@@ -36,6 +36,7 @@ var rooms = map[string][]string{
 	"codeauth/mail":                           {"models"},
 	"codeauth/models":                         {},
 	"codeauth/static":                         {},
+	"codeauth/i18n":                           {},
 	"codeauth/cmd/...":                        {},
 	"codeauth/internal/...":                   {"..."},
 }
