@@ -101,6 +101,9 @@ type Config struct {
 	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
+	// DefaultLocale is the language of pages and e-mails when neither the language switch nor
+	// the browser asks for one the service speaks (AUTH_DEFAULT_LOCALE).
+	DefaultLocale string
 	// Tracing says an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or its _TRACES_ form), and
 	// TracingDisabled that OTEL_SDK_DISABLED=true turns it off all the same (TracingOn).
 	Tracing, TracingDisabled bool

@@ -231,3 +231,20 @@ func TestLoad_Webhooks(t *testing.T) {
 		}
 	}
 }
+
+// AUTH_DEFAULT_LOCALE is one of the service's languages, English unless set.
+func TestLoad_DefaultLocale(t *testing.T) {
+	base := map[string]string{"DATA_DIR": t.TempDir(), "AUTH_SECRET": goodSecret}
+	cfg, err := Load(env(base))
+	if err != nil || cfg.DefaultLocale != "en" {
+		t.Fatalf("default: %q, %v", cfg.DefaultLocale, err)
+	}
+	base["AUTH_DEFAULT_LOCALE"] = " DE "
+	if cfg, err := Load(env(base)); err != nil || cfg.DefaultLocale != "de" {
+		t.Fatalf("de: %q, %v", cfg.DefaultLocale, err)
+	}
+	base["AUTH_DEFAULT_LOCALE"] = "pt"
+	if _, err := Load(env(base)); err == nil || !strings.Contains(err.Error(), `AUTH_DEFAULT_LOCALE: "pt" is not a language of the service: de, en, es, fr`) {
+		t.Fatalf("pt: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/i18n"
 	"codeauth/mail"
 )
 
@@ -337,6 +338,16 @@ var options = []option{
 			c.SiteName = v
 			return nil
 		}},
+	{name: "AUTH_DEFAULT_LOCALE", def: i18n.Reference,
+		doc: "The language of pages and e-mails when neither the language switch nor the browser's `Accept-Language` asks for one the service speaks: " + codes() + ". A new account keeps the language it signed up in for its e-mails.",
+		set: func(c *Config, v string) error {
+			l, ok := i18n.Lookup(v)
+			if !ok {
+				return fmt.Errorf("%q is not a language of the service: %s", v, strings.Join(i18n.Codes(), ", "))
+			}
+			c.DefaultLocale = l.Code()
+			return nil
+		}},
 	{name: "METRICS_ADDR",
 		doc: "Serves the Prometheus metrics (`/metrics`) on a listener of its own at this host:port (`127.0.0.1:9090`), never on the public one; unauthenticated, so bind it to a private address. Empty: no metrics listener, and requests are not timed.",
 		set: func(c *Config, v string) error {
@@ -418,6 +429,15 @@ func setClaim(dst *string, v string) error {
 	}
 	*dst = v
 	return nil
+}
+
+// codes lists the languages for the README, in markdown: `de`, `en`, `es`, `fr`.
+func codes() string {
+	out := make([]string, 0, len(i18n.Codes()))
+	for _, c := range i18n.Codes() {
+		out = append(out, "`"+c+"`")
+	}
+	return strings.Join(out, ", ")
 }
 
 // hours writes d as a whole number of hours, the way an operator writes a long duration.

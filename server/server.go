@@ -217,6 +217,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		CookiePrefix:   cfg.CookiePrefix,
 		Secure:         cfg.Secure,
 		SiteName:       cfg.SiteName,
+		DefaultLocale:  cfg.DefaultLocale,
 		Ready:          s.Store.Ready,
 		Logger:         log,
 		Observer:       observer,
