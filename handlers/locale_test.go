@@ -6,9 +6,12 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"codeauth/i18n"
 	"codeauth/internal/testkit"
+	"codeauth/mail"
+	"codeauth/models"
 )
 
 // lang returns the language code of a.
@@ -158,6 +161,116 @@ func TestLocale_DefaultLocale(t *testing.T) {
 		inLanguage(t, e.Get("/auth/sign-in", "Accept-Language", accept).Body, es, "signin.heading")
 	}
 	inLanguage(t, e.Get("/auth/sign-in", "Accept-Language", "en").Body, i18n.English(), "signin.heading")
+	// A new address's code e-mail, asked for by a client that names no language, is Spanish too.
+	e.SendCode("sofia@example.com")
+	if m := e.Mailer.Last(mail.KindSignInCode, "sofia@example.com"); !strings.HasSuffix(m.Subject, "es su código de "+testkit.SiteName) {
+		t.Fatalf("the code e-mail is not Spanish: %q", m.Subject)
+	}
+}
+
+// An account keeps the language it signed up in: its e-mails are in it whatever language a later
+// request asks for, while a new address gets the request's. Choosing another language on the
+// pages while signed in moves the account's e-mails to it.
+func TestLocale_AccountEmailsInItsLanguage(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		const email = "greta@example.com"
+		send := func(address, accept string) mail.Message {
+			t.Helper()
+			r := e.Post("/api/auth/email-otp/send-verification-otp", map[string]any{"email": address, "type": "sign-in"}, "Accept-Language", accept)
+			if r.Status != 200 {
+				t.Fatalf("send: %d %s", r.Status, r.Body)
+			}
+			return e.Mailer.Last(mail.KindSignInCode, address)
+		}
+		code := send(email, "de-AT, en;q=0.5")
+		if code.Subject != code.Code+" ist Ihr Code für "+testkit.SiteName || !strings.Contains(code.Text, "in 10 Minuten") ||
+			!strings.Contains(code.HTML, `<html lang="de" dir="ltr">`) {
+			t.Fatalf("a new address asking in German: %q\n%s", code.Subject, code.Text)
+		}
+		r := e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": email, "otp": code.Code}, "Accept-Language", "de")
+		if r.Status != 200 {
+			t.Fatalf("sign-up: %d", r.Status)
+		}
+		var user models.User
+		e.DB.Where("email = ?", email).Take(&user)
+		if user.Locale != "de" {
+			t.Fatalf("the account's language is %q, want de", user.Locale)
+		}
+		if w := e.Mailer.Last(mail.KindWelcome, email); w.Subject != "Willkommen bei "+testkit.SiteName {
+			t.Fatalf("the welcome e-mail: %q", w.Subject)
+		}
+
+		// The account is German: an English request gets it a German code, in words that say
+		// how long the code has left.
+		e.Clock.Advance(time.Hour)
+		if m := send(email, "en-US,en;q=0.9"); !strings.Contains(m.Subject, "ist Ihr Code") {
+			t.Fatalf("the German account's code, asked for in English: %q", m.Subject)
+		}
+		e.Clock.Advance(6*time.Minute + 30*time.Second)
+		if m := send(email, "en"); !strings.Contains(m.Text, "Er läuft in 4 Minuten ab.") {
+			t.Fatalf("a resend of the live code does not say its time left in German: %s", m.Text)
+		}
+		// A new address asking in English gets English.
+		if m := send("henry@example.com", "en"); !strings.HasSuffix(m.Subject, "is your "+testkit.SiteName+" code") {
+			t.Fatalf("a new address in English: %q", m.Subject)
+		}
+		// The new-device notice of the German account is German, device name included.
+		e.Clock.Advance(time.Hour)
+		signInFrom(t, e, email, uaFirefoxWin, "203.0.113.9")
+		notice := e.Mailer.Last(mail.KindNewDevice, email)
+		if !strings.Contains(notice.Subject, "Firefox unter Windows") || !strings.Contains(notice.Text, "Uhr (UTC)") {
+			t.Fatalf("the new-device notice: %q\n%s", notice.Subject, notice.Text)
+		}
+
+		// Switching to French on the pages while signed in makes the account French.
+		s := e.SignIn(email)
+		r = postForm(e, "/locale", url.Values{"locale": {"fr"}, "next": {"/account"}}, s.Cookies()...)
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/account" {
+			t.Fatalf("switch: %d", r.Status)
+		}
+		e.DB.Where("email = ?", email).Take(&user)
+		if user.Locale != "fr" {
+			t.Fatalf("after the switch the account's language is %q", user.Locale)
+		}
+		e.Clock.Advance(time.Hour)
+		if m := send(email, "de"); !strings.HasPrefix(m.Subject, m.Code+" est votre code") {
+			t.Fatalf("after the switch: %q", m.Subject)
+		}
+		// The account page in French, device names and dates included.
+		page := e.Do(testkit.Request{Path: "/account", Cookies: append(s.Cookies(), &http.Cookie{Name: "auth.locale", Value: "fr"})})
+		inLanguage(t, page.Body, lang(t, "fr"), "account.heading", "devices.heading", "devices.this_device")
+		if !strings.Contains(string(page.Body), "Firefox sous Windows") || !strings.Contains(string(page.Body), "connecté le 1er mars 2026") {
+			t.Fatalf("the devices card is not in French: %s", page.Body)
+		}
+	})
+}
+
+// The e-mails about an account's address and its deletion are in its language too.
+func TestLocale_NoticesInTheAccountsLanguage(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	code := e.Post("/api/auth/email-otp/send-verification-otp", map[string]any{"email": "ines@example.com", "type": "sign-in"}, "Accept-Language", "es")
+	if code.Status != 200 {
+		t.Fatal(code.Status)
+	}
+	s := e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": "ines@example.com", "otp": e.Mailer.LastCode("ines@example.com")}, "Accept-Language", "es")
+	if s.Status != 200 {
+		t.Fatal(s.Status)
+	}
+	bearer := []string{"Authorization", "Bearer " + s.Header.Get("set-auth-token")}
+	if r := e.Post("/api/auth/change-email", map[string]any{"newEmail": "ines.new@example.com"}, bearer...); r.Status != 200 {
+		t.Fatalf("change-email: %d %s", r.Status, r.Body)
+	}
+	link := e.Mailer.Last(mail.KindChangeEmailLink, "ines.new@example.com")
+	if !strings.HasPrefix(link.Subject, "Confirme su nueva dirección") || !strings.Contains(link.Text, "en los próximos 15 minutos") {
+		t.Fatalf("the change link: %q\n%s", link.Subject, link.Text)
+	}
+	if r := e.Post("/api/account/delete", map[string]any{}, bearer...); r.Status != 200 {
+		t.Fatalf("delete: %d %s", r.Status, r.Body)
+	}
+	deleted := e.Mailer.Last(mail.KindAccountDeleted, "ines@example.com")
+	if want := lang(t, "es").Date(e.Clock.Now().Add(30 * 24 * time.Hour)); !strings.Contains(deleted.Subject, "se eliminará el "+want) {
+		t.Fatalf("the deletion notice: %q, want the day %q", deleted.Subject, want)
+	}
 }
 
 // The admin pages stay English, whatever the admin's browser asks for, and show no switch.

@@ -1,6 +1,11 @@
 package i18n_test
 
 import (
+	"go/scanner"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -261,4 +266,82 @@ func FrenchPunctuation(s string) string {
 		return strconv.Quote(string(r)) + " at " + strconv.Itoa(i)
 	}
 	return ""
+}
+
+// keyLiteral is a string that looks like a message key: section.name.
+var keyLiteral = regexp.MustCompile(`^[a-z_]+\.[a-z0-9_]+$`)
+
+// Every key the code uses exists in the reference language, and every key of the reference is
+// used somewhere: a key is written out whole where it is used (a string literal in Go, or in a
+// templ component), so the sources are searched for literals of the files' sections.
+func TestKeysUsedInCodeExist(t *testing.T) {
+	ref := messages(t)[i18n.Reference]
+	sections := map[string]bool{}
+	for id := range ref {
+		sections[strings.SplitN(id, ".", 2)[0]] = true
+	}
+	used := map[string][]string{}
+	note := func(lit, where string) {
+		if keyLiteral.MatchString(lit) && sections[strings.SplitN(lit, ".", 2)[0]] {
+			used[lit] = append(used[lit], where)
+		}
+	}
+	root := filepath.Join("..")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(path, ".templ"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range regexp.MustCompile(`"([^"\n]*)"`).FindAllStringSubmatch(string(b), -1) {
+				note(m[1], path)
+			}
+		case strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") && !strings.HasSuffix(path, "_templ.go"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			fset := token.NewFileSet()
+			var s scanner.Scanner
+			s.Init(fset.AddFile(path, -1, len(b)), b, nil, 0)
+			for {
+				_, tok, lit := s.Scan()
+				if tok == token.EOF {
+					break
+				}
+				if tok == token.STRING {
+					if v, err := strconv.Unquote(lit); err == nil {
+						note(v, path)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(used) < 50 {
+		t.Fatalf("found %d keys in the sources: is the test run from i18n/?", len(used))
+	}
+	for key, where := range used {
+		if _, ok := ref[key]; !ok {
+			t.Errorf("%s uses %q, which locales/%s.toml lacks", where[0], key, i18n.Reference)
+		}
+	}
+	for id := range ref {
+		if _, ok := used[id]; !ok {
+			t.Errorf("locales/%s.toml has %q, which no code uses", i18n.Reference, id)
+		}
+	}
 }

@@ -177,6 +177,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		MaxFailedVerifications: cfg.MaxFailedVerifications,
 		SiteName:               cfg.SiteName,
 		SiteURL:                cfg.BaseURL,
+		DefaultLocale:          cfg.DefaultLocale,
 		EmailChangeLinks:       cfg.EmailChangeLinks,
 		DeletionGrace:          cfg.DeletionGrace,
 		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},

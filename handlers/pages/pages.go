@@ -231,8 +231,9 @@ func (h *Pages) home(c *fiber.Ctx) error {
 
 // switchLocale is POST /locale {locale, next}, the language switch: the browser keeps the
 // language in a cookie, and goes back to next, a plain relative path of this site (anything else
-// goes to the front page, so the form cannot send anyone elsewhere). A language the service
-// does not speak changes nothing.
+// goes to the front page, so the form cannot send anyone elsewhere). A signed-in person's account
+// takes the language too, for its e-mails. A language the service does not speak changes
+// nothing.
 func (h *Pages) switchLocale(c *fiber.Ctx) error {
 	next := middleware.SafeNext(formValue(c, "next"))
 	if next == "" {
@@ -243,6 +244,16 @@ func (h *Pages) switchLocale(c *fiber.Ctx) error {
 		return c.Redirect(next, fiber.StatusSeeOther)
 	}
 	h.locales.Remember(c, l)
+	st, err := h.sessions.Resolve(c, middleware.Options{})
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		// Best effort: the pages are in the chosen language whatever happens to the account's.
+		if err := h.auth.SetLocale(c.UserContext(), st, l.Code()); err != nil && !errors.Is(err, auth.ErrImpersonated) {
+			h.log.WarnContext(c.UserContext(), "storing the account's language failed", "error", err)
+		}
+	}
 	return c.Redirect(next, fiber.StatusSeeOther)
 }
 
@@ -316,7 +327,7 @@ func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
 func (h *Pages) sendCode(c *fiber.Ctx) error {
 	e := entryFromForm(c)
 	resend := formValue(c, "resend") == "1"
-	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
+	err := h.auth.SendSignInCode(c.UserContext(), e.Email, h.lang(c).Code())
 	if err == nil {
 		e.Email, _ = auth.NormalizeEmail(e.Email)
 		e.Step, e.Cooldown, e.Resent = views.StepCode, views.ResendCooldown, resend
@@ -340,7 +351,7 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: e.Email, Code: formValue(c, "otp"),
+		Email: e.Email, Code: formValue(c, "otp"), Locale: h.lang(c).Code(),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
