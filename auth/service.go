@@ -56,6 +56,9 @@ type Options struct {
 	// DefaultLocale is the language of e-mails and new accounts when the request's is not one the
 	// service speaks (AUTH_DEFAULT_LOCALE); "" is English.
 	DefaultLocale string
+	// EmailTemplates are the e-mail templates with EMAIL_TEMPLATES_DIR's replacements; nil means
+	// the embedded ones.
+	EmailTemplates *mail.Templates
 	// EmailChangeLinks enables the link-based e-mail change (the web flow).
 	EmailChangeLinks bool
 	// DeletionGrace is how long a deleted account can still be restored by signing in.
@@ -189,7 +192,8 @@ func New(opts Options) (*Service, error) {
 		def = i18n.English()
 	}
 	s.defaultLocale = def.Code()
-	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/"), DefaultLocale: s.defaultLocale}
+	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/"),
+		Templates: opts.EmailTemplates, DefaultLocale: s.defaultLocale}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.
 	outbox, err := mail.NewOutbox(opts.Store, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)

@@ -210,6 +210,19 @@ var options = []option{
 			c.EmailProviderURL = v
 			return nil
 		}},
+	{name: "EMAIL_TEMPLATES_DIR",
+		doc: "A folder of e-mail templates that replace the built-in ones: `<kind>.<language>.<part>` for one language, `<kind>.<part>` for all (the one naming its language wins), the part being `subject`, `html` or `txt` (see *E-mail templates*). Checked at start: a broken template stops the service with its file and line.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			t, err := mail.LoadTemplates(v)
+			if err != nil {
+				return err
+			}
+			c.EmailTemplates = t
+			return nil
+		}},
 	{name: "WEBHOOK_URL",
 		doc: "Endpoints, comma-separated, that receive the lifecycle events (`user.created`, `user.deleted`, `user.email_changed`, `user.banned`, `session.created`, `session.revoked`, `consent.granted`, `consent.withdrawn`) as Standard Webhooks: signed, queued in the change's transaction, retried for 3 days, at least once each with a `webhook-id` to deduplicate by.",
 		set: func(c *Config, v string) error {

@@ -4,6 +4,8 @@ import (
 	"html"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -286,4 +288,34 @@ func TestLocale_AdminPagesStayEnglish(t *testing.T) {
 	user := e.SignIn("pia@example.com")
 	r = e.Do(testkit.Request{Path: "/admin", Cookies: user.Cookies(), Header: http.Header{"Accept-Language": {"de"}}})
 	inLanguage(t, r.Body, lang(t, "de"), "error.admins_only")
+}
+
+// An operator's templates (EMAIL_TEMPLATES_DIR) are the ones the service sends: the one for a
+// language wins over the one for every language, and the rest stay built in.
+func TestLocale_OperatorTemplates(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"sign-in-code.subject":    "Code {{otp}} for {{site_name}}",
+		"sign-in-code.de.subject": "Anmeldecode {{otp}}",
+		"sign-in-code.html":       "<p>Your code: <b>{{otp}}</b></p>",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := testkit.New(t, testkit.SQLite, testkit.WithEnv("EMAIL_TEMPLATES_DIR", dir))
+	send := func(address, accept string) mail.Message {
+		t.Helper()
+		if r := e.Post("/api/auth/email-otp/send-verification-otp", map[string]any{"email": address, "type": "sign-in"}, "Accept-Language", accept); r.Status != 200 {
+			t.Fatalf("send: %d", r.Status)
+		}
+		return e.Mailer.Last(mail.KindSignInCode, address)
+	}
+	if m := send("a@example.com", "de"); m.Subject != "Anmeldecode "+m.Code || !strings.Contains(m.HTML, "<b>"+m.Code+"</b>") ||
+		!strings.Contains(m.Text, "Er läuft in 10 Minuten ab.") {
+		t.Fatalf("German: %q\n%s\n%s", m.Subject, m.HTML, m.Text)
+	}
+	if m := send("b@example.com", "fr"); m.Subject != "Code "+m.Code+" for "+testkit.SiteName {
+		t.Fatalf("French: %q", m.Subject)
+	}
 }

@@ -18,6 +18,9 @@ type Composer struct {
 	// SiteName and SiteURL name the service (SITE_NAME, AUTH_URL).
 	SiteName string
 	SiteURL  string
+	// Templates are the templates, with EMAIL_TEMPLATES_DIR's replacements; nil means the
+	// embedded ones.
+	Templates *Templates
 	// DefaultLocale is the language of e-mails whose language is unknown or not spoken here
 	// (AUTH_DEFAULT_LOCALE); "" means English.
 	DefaultLocale string
@@ -52,7 +55,12 @@ func (c Composer) lang() *i18n.Locale {
 	return c.fallback()
 }
 
-func (c Composer) templates() *Templates { return embedded }
+func (c Composer) templates() *Templates {
+	if c.Templates != nil {
+		return c.Templates
+	}
+	return embedded
+}
 
 // Draft is an e-mail before it is rendered: its kind, which names its template, its language,
 // its recipient, the values of the template's placeholders, and the secret it carries (Code or

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -14,14 +16,18 @@ import (
 
 // The e-mail templates. Each kind of e-mail has three parts in each language: a subject line
 // (<kind>.<locale>.subject), an HTML body (<kind>.<locale>.html) and its plain-text alternative
-// (<kind>.<locale>.txt); one layout (layout.html) frames every HTML body. They are embedded.
+// (<kind>.<locale>.txt); one layout (layout.html) frames every HTML body. They are embedded, and
+// an operator may replace any of them from a folder (EMAIL_TEMPLATES_DIR) by a file of the same
+// name, or of the name without the language (<kind>.html) for every language at once; a file
+// naming its language wins over one that does not.
 //
 // Templates hold text and {{placeholders}}: the values of the e-mail ({{otp}},
 // {{verificationUrl}}, …) and the site's ({{site_name}}, {{site_url}}, {{logo_url}}), each escaped
-// for its part when it is filled in. Every template is checked when it loads: a placeholder the
-// kind has no value for, a {{ that does not close, a value the e-mail exists to carry that is
-// missing (the code of a code e-mail, the link of a link e-mail), a file that is not UTF-8. The
-// error names the file and the line.
+// for its part when it is filled in. Every template is checked when it loads (at start, so a
+// broken one stops the service before it sends anything): a placeholder the kind has no value
+// for, a {{ that does not close, a value the e-mail exists to carry that is missing (the code of
+// a code e-mail, the link of a link e-mail), a file that cannot be read or is not UTF-8, a file
+// name that names no template. The error names the file and the line.
 
 //go:embed templates/*
 var templateFiles embed.FS
@@ -100,17 +106,23 @@ type template struct {
 	subject, html, text text
 }
 
-// Templates are the e-mail templates of every kind in every language, checked.
+// Templates are the e-mail templates of every kind in every language, checked: the embedded
+// ones, with an operator's replacements. LoadTemplates makes them.
 type Templates struct {
 	byKind map[Kind]map[string]template
 	// layouts are the layout by language.
 	layouts map[string]text
+	// dir is the folder the replacements came from, "" for none.
+	dir string
 }
 
-// embedded are the templates built into the binary, checked: a broken one panics here, and
-// every test fails with it.
+// Dir is the folder of the operator's templates, or "" when every template is the embedded one.
+func (t *Templates) Dir() string { return t.dir }
+
+// embedded are the templates built into the binary. They are checked like an operator's: a
+// broken one panics here, and every test fails with it.
 var embedded = func() *Templates {
-	t, err := loadTemplates()
+	t, err := LoadTemplates("")
 	if err != nil {
 		panic(err)
 	}
@@ -126,9 +138,10 @@ type source struct {
 	read func() ([]byte, error)
 }
 
-// loadTemplates reads the embedded templates and checks them all. Every problem is reported, each
-// with its file and, where it has one, its line.
-func loadTemplates() (*Templates, error) {
+// LoadTemplates reads the embedded templates and, when dir is not "", the operator's
+// replacements in it, and checks them all. Every problem is reported, each with its file and,
+// where it has one, its line.
+func LoadTemplates(dir string) (*Templates, error) {
 	files := map[string]source{}
 	entries, err := fs.ReadDir(templateFiles, "templates")
 	if err != nil {
@@ -141,12 +154,21 @@ func loadTemplates() (*Templates, error) {
 		}}
 	}
 	var errs []error
-	t := &Templates{byKind: map[Kind]map[string]template{}, layouts: map[string]text{}}
+	overrides := map[string]source{}
+	if dir != "" {
+		overrides, errs = readDir(dir)
+	}
+	t := &Templates{byKind: map[Kind]map[string]template{}, layouts: map[string]text{}, dir: dir}
 	parsed := map[string]text{}
-	// pick is the source of the file name for locale: the language's own, or the one of every
-	// language (the layout).
+	// pick is the source of the file name for locale: the operator's for that language, the
+	// operator's for every language, or the embedded one.
 	pick := func(base, locale, ext string) (text, bool) {
 		candidates := []string{base + "." + locale + "." + ext, base + "." + ext}
+		for _, name := range candidates {
+			if src, ok := overrides[name]; ok {
+				return parseOnce(parsed, src, &errs)
+			}
+		}
 		for _, name := range candidates {
 			if src, ok := files[name]; ok {
 				return parseOnce(parsed, src, &errs)
@@ -190,7 +212,7 @@ func loadTemplates() (*Templates, error) {
 			t.byKind[k][code] = tpl
 		}
 	}
-	// Each problem once: a file used by several languages (the layout) is checked for each.
+	// Each problem once: a file used by several languages is checked for each.
 	errs = slices.CompactFunc(sortErrors(errs), func(a, b error) bool { return a.Error() == b.Error() })
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -202,6 +224,60 @@ func loadTemplates() (*Templates, error) {
 func sortErrors(errs []error) []error {
 	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errs
+}
+
+// readDir lists the operator's templates in dir by name. A file with a template's extension
+// whose name is no template is an error (a misspelt name would otherwise be ignored, and the
+// built-in text sent); other files (a README, images) and folders are left alone.
+func readDir(dir string) (map[string]source, []error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, []error{fmt.Errorf("%s: %w", dir, unwrapPathError(err))}
+	}
+	out := map[string]source{}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		ext := strings.TrimPrefix(filepath.Ext(name), ".")
+		if e.IsDir() || strings.HasPrefix(name, ".") || !slices.Contains(parts, ext) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if !templateName(name) {
+			errs = append(errs, fmt.Errorf("%s: not a template's name: use <kind>.<part> or <kind>.<language>.<part>, "+
+				"with a kind among %s, layout.html, a language among %s, and a part among %s",
+				path, strings.Join(kindNames(), ", "), strings.Join(i18n.Codes(), ", "), strings.Join(parts, ", ")))
+			continue
+		}
+		out[name] = source{name: name, path: path, read: func() ([]byte, error) { return os.ReadFile(path) }}
+	}
+	return out, errs
+}
+
+// templateName reports whether name names a template: <kind>[.<locale>].<part>, or the layout's
+// layout[.<locale>].html.
+func templateName(name string) bool {
+	ext := strings.TrimPrefix(filepath.Ext(name), ".")
+	base := strings.TrimSuffix(name, "."+ext)
+	if i := strings.LastIndexByte(base, '.'); i >= 0 {
+		if _, ok := i18n.Lookup(base[i+1:]); !ok || base[i+1:] != strings.ToLower(base[i+1:]) {
+			return false
+		}
+		base = base[:i]
+	}
+	if base == layoutName {
+		return ext == partHTML
+	}
+	_, ok := kinds[Kind(base)]
+	return ok
+}
+
+func kindNames() []string {
+	var out []string
+	for _, k := range Kinds() {
+		out = append(out, string(k))
+	}
+	return out
 }
 
 // unwrapPathError keeps an *fs.PathError's cause: the message names the path once already.

@@ -178,6 +178,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		SiteName:               cfg.SiteName,
 		SiteURL:                cfg.BaseURL,
 		DefaultLocale:          cfg.DefaultLocale,
+		EmailTemplates:         cfg.EmailTemplates,
 		EmailChangeLinks:       cfg.EmailChangeLinks,
 		DeletionGrace:          cfg.DeletionGrace,
 		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},
