@@ -256,6 +256,36 @@ func TestBinary_RefusesBadConfiguration(t *testing.T) {
 	}
 }
 
+// A broken e-mail template in EMAIL_TEMPLATES_DIR stops the service before it starts, naming
+// the file and the line, with every problem at once.
+func TestBinary_RefusesBrokenEmailTemplates(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"sign-in-code.de.html": "<p>Ihr Code:</p>\n<p>{{code}}</p>\n",
+		"welcome.txt":          "Welcome to {{site_name\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(binary)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PORT=" + fmt.Sprint(freePort(t)), "EMAIL_TEMPLATES_DIR=" + dir}
+	out, err := cmd.CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 {
+		t.Fatalf("exit: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"EMAIL_TEMPLATES_DIR: " + filepath.Join(dir, "sign-in-code.de.html") + ":2: {{code}} is not a value of sign-in-code e-mails",
+		"EMAIL_TEMPLATES_DIR: " + filepath.Join(dir, "sign-in-code.de.html") + ": has no {{otp}}",
+		"EMAIL_TEMPLATES_DIR: " + filepath.Join(dir, "welcome.txt") + ":1:",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the output does not say %q:\n%s", want, out)
+		}
+	}
+}
+
 // SIGTERM stops accepting connections but finishes a request already being read.
 func TestBinary_GracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	p := start(t)

@@ -18,8 +18,9 @@ type codeStore interface {
 	MarkCodeExhausted(ctx context.Context, id string) (bool, error)
 }
 
-// SendSignInCode issues a sign-in code for the address and e-mails it. It answers the same way
-// whether or not an account exists: the account is only created when the code is verified.
+// SendSignInCode issues a sign-in code for the address and e-mails it, in the language of the
+// address's account, or for an address without one in locale (the request's). It answers the same
+// way whether or not an account exists: the account is only created when the code is verified.
 //
 // A resend while the address's code is alive (not used, expired or out of attempts) sends that
 // same code again, with the attempts it has left and its first expiry (better-auth's
@@ -32,7 +33,7 @@ type codeStore interface {
 // An address gets SendLimit codes per SendWindow (resends included), counted in the database
 // across instances, and none while it is locked by failed verifications; both refusals are
 // RateLimitErrors.
-func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
+func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale string) error {
 	email, err := NormalizeEmail(rawEmail)
 	if err != nil {
 		return err
@@ -50,22 +51,23 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail string) error {
 	}
 	// The outbox delivers the e-mail after the commit, so the answer never waits on (or reveals
 	// anything through) the provider. An e-mail withheld (sign-up gating) is stored and handled as
-	// any other, and never handed to the provider.
-	codeMail := func(code string, expires time.Time) (models.OutboxMessage, error) {
-		d, err := s.compose.SignInCode(email, code)
+	// any other, and never handed to the provider. It is written in the language of the account
+	// that has the address, which the store reads in the send's transaction, else in the
+	// request's (locale), and says how long the code has left.
+	codeMail := func(code string, expires time.Time, accountLocale string) (models.OutboxMessage, error) {
+		d, err := s.compose.In(pickLocale(accountLocale, locale)).SignInCode(email, code, expires.Sub(s.now()))
 		return s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &expires, Supersede: "sign-in-code:" + email, Withhold: withhold})
 	}
-	m, err := codeMail(code, v.ExpiresAt)
-	if err != nil {
-		return err
+	m := func(accountLocale string) (models.OutboxMessage, error) {
+		return codeMail(code, v.ExpiresAt, accountLocale)
 	}
-	resend := func(live models.Verification) (models.OutboxMessage, error) {
+	resend := func(live models.Verification, accountLocale string) (models.OutboxMessage, error) {
 		code, err := s.keys.openCode(live.ID, live.SealedCode)
 		if err != nil {
 			// Sealed under another AUTH_SECRET: the new code replaces it.
 			return models.OutboxMessage{}, models.ErrNotReusable
 		}
-		return codeMail(code, live.ExpiresAt)
+		return codeMail(code, live.ExpiresAt, accountLocale)
 	}
 	// The send is counted in the transaction that stores the code (or reads the live one) and
 	// queues its e-mail, so one commit makes both durable. A refused send is committed alone: it
@@ -183,4 +185,13 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 		return ErrTooManyAttempts
 	}
 	return ErrInvalidOTP
+}
+
+// pickLocale is the language of an account's e-mail: the account's own, or when it has none
+// (an account made before accounts had one, or no account yet) the request's.
+func pickLocale(account, request string) string {
+	if account != "" {
+		return account
+	}
+	return request
 }

@@ -23,7 +23,20 @@ const MarketingWording = "marketing-news-v1"
 type ConsentEvidence struct {
 	// Source is the page ("/auth/sign-up") or "api".
 	Source string
+	// Locale is the language the opt-in's words were shown in, when they were the pages' own
+	// (a code of the i18n files); "" when an app showed words of its own.
+	Locale string
 	Client ClientMeta
+}
+
+// wording names the words agreed to: MarketingWording, and the language they were shown in
+// when it is known ("marketing-news-v1/de"), each language's text being a translation of that
+// version.
+func (ev ConsentEvidence) wording() string {
+	if ev.Locale == "" {
+		return MarketingWording
+	}
+	return MarketingWording + "/" + ev.Locale
 }
 
 // GrantMarketingConsent records that the user agrees to marketing e-mail; granting twice
@@ -48,7 +61,7 @@ func (s *Service) setMarketingConsent(ctx context.Context, userID string, ev Con
 	}
 	now := s.now()
 	event := models.ConsentEvent{
-		ID: newID(), UserID: userID, Kind: "marketing", Granted: granted, Wording: MarketingWording,
+		ID: newID(), UserID: userID, Kind: "marketing", Granted: granted, Wording: ev.wording(),
 		Source: cleanText(ev.Source, 200), IPAddress: cleanText(ev.Client.IPAddress, 64),
 		UserAgent: cleanText(ev.Client.UserAgent, 512), CreatedAt: now,
 	}
@@ -61,12 +74,12 @@ func (s *Service) setMarketingConsent(ctx context.Context, userID string, ev Con
 		if granted {
 			what = "marketing consent granted"
 		}
-		s.log.InfoContext(ctx, what, "user_id", userID, "source", event.Source, "wording", MarketingWording)
+		s.log.InfoContext(ctx, what, "user_id", userID, "source", event.Source, "wording", event.Wording)
 		action := AuditConsentWithdrawn
 		if granted {
 			action = AuditConsentGranted
 		}
-		s.record(ctx, action, userID, userID, map[string]any{"kind": "marketing", "source": event.Source, "wording": MarketingWording})
+		s.record(ctx, action, userID, userID, map[string]any{"kind": "marketing", "source": event.Source, "wording": event.Wording})
 	}
 	return nil
 }

@@ -71,7 +71,8 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 // deletionNotices are the e-mails of an account's deletion, which goes at purgeAt: to its
 // address, and to each old address whose live restore link (links) can still undo it.
 func (s *Service) deletionNotices(user models.User, links []models.Verification, purgeAt time.Time) ([]models.OutboxMessage, error) {
-	d, err := s.compose.AccountDeleted(user.Email, purgeAt)
+	compose := s.compose.In(user.Locale) // the account's language, for its old addresses too
+	d, err := compose.AccountDeleted(user.Email, purgeAt)
 	m, err := s.prepare(d, err, mail.EnqueueOptions{})
 	if err != nil {
 		return nil, err
@@ -82,7 +83,7 @@ func (s *Service) deletionNotices(user models.User, links []models.Verification,
 			continue
 		}
 		// The link works until it expires or the account is purged, whichever comes first.
-		d, err := s.compose.FormerAddressDeleted(link.Email, user.Email, purgeAt, minTime(link.ExpiresAt, purgeAt))
+		d, err := compose.FormerAddressDeleted(link.Email, user.Email, purgeAt, minTime(link.ExpiresAt, purgeAt))
 		m, err := s.prepare(d, err, mail.EnqueueOptions{})
 		if err != nil {
 			return nil, err

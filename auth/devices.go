@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"codeauth/i18n"
 	"codeauth/models"
 
 	useragent "github.com/medama-io/go-useragent"
@@ -58,28 +59,24 @@ func DeviceOf(userAgent string) Device {
 	return d
 }
 
-// Name is the device as a person reads it: "Chrome on macOS", "Safari on iPhone", "okhttp",
-// or "Unknown device".
-func (d Device) Name() string {
-	platform := d.OS
+// Platform is what the device runs on as people name it: its system ("macOS", "Windows"), or
+// for iOS the device itself ("iPhone", "iPad"); "" when unknown.
+func (d Device) Platform() string {
 	if d.OS == "iOS" {
 		switch d.Kind {
 		case "phone":
-			platform = "iPhone"
+			return "iPhone"
 		case "tablet":
-			platform = "iPad"
+			return "iPad"
 		}
 	}
-	switch {
-	case d.Browser != "" && platform != "":
-		return d.Browser + " on " + platform
-	case d.Browser != "":
-		return d.Browser
-	case platform != "":
-		return "A browser on " + platform
-	}
-	return "Unknown device"
+	return d.OS
 }
+
+// Name is the device as a person reads it, in English: "Chrome on macOS", "Safari on iPhone",
+// "okhttp", or "Unknown device". Pages and e-mails say it in their language
+// (i18n.Locale.DeviceName).
+func (d Device) Name() string { return i18n.English().DeviceName(d.Browser, d.Platform()) }
 
 // KnownDeviceWindow is how long an account remembers a device it signed in from: a sign-in from
 // a device not seen for longer is new, and the account is told (the new-device notice).

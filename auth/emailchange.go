@@ -92,7 +92,11 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 	if err != nil {
 		return err
 	}
-	d, err := s.compose.ChangeEmailCode(email, code)
+	locale, err := s.accountLocale(ctx, user.ID)
+	if err != nil {
+		return err
+	}
+	d, err := s.compose.In(locale).ChangeEmailCode(email, code, OTPLifetime)
 	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-code:" + user.ID, Withhold: taken})
 	if err != nil {
 		return err
@@ -152,7 +156,11 @@ func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, 
 	if callback != "" {
 		q.Set("callbackURL", callback)
 	}
-	d, err := s.compose.ChangeEmailLink(email, user.Email, s.compose.SiteURL+"/auth/verify-email?"+q.Encode())
+	locale, err := s.accountLocale(ctx, user.ID)
+	if err != nil {
+		return err
+	}
+	d, err := s.compose.In(locale).ChangeEmailLink(email, user.Email, s.compose.SiteURL+"/auth/verify-email?"+q.Encode(), ChangeLinkLifetime)
 	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &v.ExpiresAt, Supersede: "change-email-link:" + user.ID, Withhold: taken})
 	if err != nil {
 		return err
@@ -229,7 +237,11 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 	if err != nil {
 		return models.User{}, err
 	}
-	d, err := s.compose.EmailChanged(oldEmail, newEmail, s.compose.SiteURL+"/auth/restore-email?token="+url.QueryEscape(token))
+	locale, err := s.accountLocale(ctx, userID)
+	if err != nil {
+		return models.User{}, err
+	}
+	d, err := s.compose.In(locale).EmailChanged(oldEmail, newEmail, s.compose.SiteURL+"/auth/restore-email?token="+url.QueryEscape(token), RestoreLinkLifetime)
 	notice, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &link.ExpiresAt})
 	if err != nil {
 		return models.User{}, err

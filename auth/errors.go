@@ -146,6 +146,8 @@ const (
 	ReasonNoVisible FieldReason = "no visible character"
 	// ReasonNotHTTPURL is a value that is not an absolute http(s) URL.
 	ReasonNotHTTPURL FieldReason = "not an absolute http(s) url"
+	// ReasonUnknownLocale is a language the service does not speak.
+	ReasonUnknownLocale FieldReason = "not a language of this service"
 )
 
 // notFoundAs is nil for nil, notFound when err says the row does not exist; any other failure (the database

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeauth/i18n"
 	"codeauth/mail"
 	"codeauth/models"
 
@@ -28,6 +29,7 @@ type Store interface {
 	jwtStore
 	adminStore
 	auditStore
+	localeStore
 	mail.Store
 	// SetEventSink has the store's transactions hand their lifecycle events to the webhooks.
 	SetEventSink(sink models.EventSink)
@@ -51,6 +53,12 @@ type Options struct {
 	SiteName string
 	// SiteURL is the public origin (AUTH_URL), for links in e-mails.
 	SiteURL string
+	// DefaultLocale is the language of e-mails and new accounts when the request's is not one the
+	// service speaks (AUTH_DEFAULT_LOCALE); "" is English.
+	DefaultLocale string
+	// EmailTemplates are the e-mail templates with EMAIL_TEMPLATES_DIR's replacements; nil means
+	// the embedded ones.
+	EmailTemplates *mail.Templates
 	// EmailChangeLinks enables the link-based e-mail change (the web flow).
 	EmailChangeLinks bool
 	// DeletionGrace is how long a deleted account can still be restored by signing in.
@@ -87,6 +95,8 @@ type Service struct {
 	sessionMaxAge time.Duration
 	maxFailures   int
 	siteName      string
+	// defaultLocale is Options.DefaultLocale, a language the service speaks.
+	defaultLocale string
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
@@ -174,7 +184,16 @@ func New(opts Options) (*Service, error) {
 		jwtOpts.Rotation = DefaultJWTRotation
 	}
 	s.jwt = &jwts{opts: jwtOpts}
-	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/")}
+	def, ok := i18n.Lookup(opts.DefaultLocale)
+	if !ok && opts.DefaultLocale != "" {
+		return nil, fmt.Errorf("auth: the default language %q is not one the service speaks (%s)", opts.DefaultLocale, strings.Join(i18n.Codes(), ", "))
+	}
+	if !ok {
+		def = i18n.English()
+	}
+	s.defaultLocale = def.Code()
+	s.compose = mail.Composer{SiteName: s.siteName, SiteURL: strings.TrimSuffix(opts.SiteURL, "/"),
+		Templates: opts.EmailTemplates, DefaultLocale: s.defaultLocale}
 	// Mail refused for a revoked provider key is retried as long as a restore link lives, so an
 	// operator who fixes the key within that time loses no notice.
 	outbox, err := mail.NewOutbox(opts.Store, opts.Mailer, s.compose, deriveKey(opts.Secret, "outbox"), RestoreLinkLifetime, s.now, s.log)

@@ -22,7 +22,10 @@ type SignInInput struct {
 	Email string
 	Code  string
 	// Name is used only when this verification creates the account.
-	Name   string
+	Name string
+	// Locale is the request's language (a code of the i18n files): a new account's, and so its
+	// welcome e-mail's, and an account's that has none yet.
+	Locale string
 	Client ClientMeta
 }
 
@@ -69,13 +72,13 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	// The welcome e-mail is sealed here, before the transaction, and written only if the sign-in
 	// creates the account: a sign-in that does not wastes a few microseconds, and the store needs
 	// no way back into the rules.
-	d, err := s.compose.Welcome(email)
+	d, err := s.compose.In(in.Locale).Welcome(email)
 	welcome, err := s.prepare(d, err, mail.EnqueueOptions{})
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	fresh := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now}
+	fresh := models.User{ID: newID(), Email: email, Name: name, EmailVerified: true, CreatedAt: now, UpdatedAt: now, Locale: s.localeCode(in.Locale)}
 	signIn := models.SignIn{
 		Fresh:       fresh,
 		UserData:    s.defaultUserData(fresh.ID),
@@ -110,9 +113,9 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		signIn.DeviceKey = s.keys.deviceKey(device)
 		signIn.DeviceCutoff, signIn.DeviceFreshAfter = now.Add(-KnownDeviceWindow), now.Add(-deviceSeenPrecision)
 		// Sealed only when the store finds the device new to the account, which most sign-ins
-		// are not.
-		signIn.NewDevice = func() (models.OutboxMessage, error) {
-			d, err := s.compose.NewDevice(email, device.Name(), sess.IPAddress, now)
+		// are not; in the account's language.
+		signIn.NewDevice = func(locale string) (models.OutboxMessage, error) {
+			d, err := s.compose.In(locale).NewDevice(email, device.Browser, device.Platform(), sess.IPAddress, now, KnownDeviceWindow)
 			return s.prepare(d, err, mail.EnqueueOptions{})
 		}
 	}

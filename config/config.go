@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/mail"
 )
 
 // MinSecretLength is the shortest AUTH_SECRET accepted, in bytes. HMAC-SHA256 keys shorter than
@@ -101,6 +102,12 @@ type Config struct {
 	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
+	// DefaultLocale is the language of pages and e-mails when neither the language switch nor
+	// the browser asks for one the service speaks (AUTH_DEFAULT_LOCALE).
+	DefaultLocale string
+	// EmailTemplates are the e-mail templates with the replacements in EMAIL_TEMPLATES_DIR,
+	// loaded and checked; nil when it is unset (the embedded ones).
+	EmailTemplates *mail.Templates
 	// Tracing says an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or its _TRACES_ form), and
 	// TracingDisabled that OTEL_SDK_DISABLED=true turns it off all the same (TracingOn).
 	Tracing, TracingDisabled bool

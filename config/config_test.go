@@ -251,3 +251,48 @@ func TestLoad_Webhooks(t *testing.T) {
 		}
 	}
 }
+
+// AUTH_DEFAULT_LOCALE is one of the service's languages, English unless set.
+func TestLoad_DefaultLocale(t *testing.T) {
+	base := map[string]string{"DATA_DIR": t.TempDir(), "AUTH_SECRET": goodSecret}
+	cfg, err := Load(env(base))
+	if err != nil || cfg.DefaultLocale != "en" {
+		t.Fatalf("default: %q, %v", cfg.DefaultLocale, err)
+	}
+	base["AUTH_DEFAULT_LOCALE"] = " DE "
+	if cfg, err := Load(env(base)); err != nil || cfg.DefaultLocale != "de" {
+		t.Fatalf("de: %q, %v", cfg.DefaultLocale, err)
+	}
+	base["AUTH_DEFAULT_LOCALE"] = "pt"
+	if _, err := Load(env(base)); err == nil || !strings.Contains(err.Error(), `AUTH_DEFAULT_LOCALE: "pt" is not a language of the service: de, en, es, fr`) {
+		t.Fatalf("pt: %v", err)
+	}
+}
+
+// EMAIL_TEMPLATES_DIR is loaded and checked with the rest of the configuration: a broken template
+// is reported like any other bad value, with its file and line.
+func TestLoad_EmailTemplatesDir(t *testing.T) {
+	base := map[string]string{"DATA_DIR": t.TempDir(), "AUTH_SECRET": goodSecret}
+	cfg, err := Load(env(base))
+	if err != nil || cfg.EmailTemplates != nil {
+		t.Fatalf("unset: %v, %v", cfg.EmailTemplates, err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "welcome.fr.subject"), []byte("Salut {{site_name}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base["EMAIL_TEMPLATES_DIR"] = dir
+	if cfg, err := Load(env(base)); err != nil || cfg.EmailTemplates == nil || cfg.EmailTemplates.Dir() != dir {
+		t.Fatalf("templates: %v, %v", cfg.EmailTemplates, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "welcome.html"), []byte("<p>\n{{nope}}</p>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base["PORT"] = "nope"
+	_, err = Load(env(base))
+	for _, want := range []string{"PORT:", "EMAIL_TEMPLATES_DIR: " + filepath.Join(dir, "welcome.html") + ":2: {{nope}}"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/i18n"
 	"codeauth/mail"
 )
 
@@ -209,6 +210,19 @@ var options = []option{
 			c.EmailProviderURL = v
 			return nil
 		}},
+	{name: "EMAIL_TEMPLATES_DIR",
+		doc: "A folder of e-mail templates that replace the built-in ones: `<kind>.<language>.<part>` for one language, `<kind>.<part>` for all (the one naming its language wins), the part being `subject`, `html` or `txt` (see *E-mail templates*). Checked at start: a broken template stops the service with its file and line.",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			t, err := mail.LoadTemplates(v)
+			if err != nil {
+				return err
+			}
+			c.EmailTemplates = t
+			return nil
+		}},
 	{name: "WEBHOOK_URL",
 		doc: "Endpoints, comma-separated, that receive the lifecycle events (`user.created`, `user.deleted`, `user.email_changed`, `user.banned`, `session.created`, `session.revoked`, `consent.granted`, `consent.withdrawn`) as Standard Webhooks: signed, queued in the change's transaction, retried for 3 days, at least once each with a `webhook-id` to deduplicate by.",
 		set: func(c *Config, v string) error {
@@ -339,6 +353,16 @@ var options = []option{
 			c.SiteName = v
 			return nil
 		}},
+	{name: "AUTH_DEFAULT_LOCALE", def: i18n.Reference,
+		doc: "The language of pages and e-mails when neither the language switch nor the browser's `Accept-Language` asks for one the service speaks: " + codes() + ". A new account keeps the language it signed up in for its e-mails.",
+		set: func(c *Config, v string) error {
+			l, ok := i18n.Lookup(v)
+			if !ok {
+				return fmt.Errorf("%q is not a language of the service: %s", v, strings.Join(i18n.Codes(), ", "))
+			}
+			c.DefaultLocale = l.Code()
+			return nil
+		}},
 	{name: "METRICS_ADDR",
 		doc: "Serves the Prometheus metrics (`/metrics`) on a listener of its own at this host:port (`127.0.0.1:9090`), never on the public one; unauthenticated, so bind it to a private address. Empty: no metrics listener, and requests are not timed.",
 		set: func(c *Config, v string) error {
@@ -420,6 +444,15 @@ func setClaim(dst *string, v string) error {
 	}
 	*dst = v
 	return nil
+}
+
+// codes lists the languages for the README, in markdown: `de`, `en`, `es`, `fr`.
+func codes() string {
+	out := make([]string, 0, len(i18n.Codes()))
+	for _, c := range i18n.Codes() {
+		out = append(out, "`"+c+"`")
+	}
+	return strings.Join(out, ", ")
 }
 
 // hours writes d as a whole number of hours, the way an operator writes a long duration.

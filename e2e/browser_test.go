@@ -262,6 +262,12 @@ func (tab *Tab) javascriptOff() {
 // committed.
 func (tab *Tab) screenshot(name string) {
 	tab.t.Helper()
+	tab.screenshotAt(name, 360)
+}
+
+// screenshotAt is screenshot with the phone phoneWidth pixels wide.
+func (tab *Tab) screenshotAt(name string, phoneWidth int64) {
+	tab.t.Helper()
 	dir := os.Getenv("SCREENSHOT_DIR")
 	if dir == "" {
 		_, file, _, _ := runtime.Caller(0)
@@ -279,15 +285,23 @@ func (tab *Tab) screenshot(name string) {
 			label         string
 			width, height int64
 			mobile        bool
-		}{{"phone", 360, 740, true}, {"desktop", 1280, 900, false}} {
+		}{{"phone", phoneWidth, 740, true}, {"desktop", 1280, 900, false}} {
 			opts := []chromedp.EmulateViewportOption{}
 			if size.mobile {
 				opts = append(opts, chromedp.EmulateMobile)
 			}
 			tab.do(chromedp.EmulateViewport(size.width, size.height, opts...))
-			// Nothing may stick out sideways at either width.
+			// Nothing may stick out sideways at either width, nor be cut off inside its box (a
+			// long word in a button); only the site's name in the header gives way, by design
+			// (truncate), to the header's links.
 			if overflow := eval[bool](tab, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
 				tab.t.Errorf("%s is wider than the %s viewport (%d px)", name, size.label, size.width)
+			}
+			if cut := eval[[]string](tab, `[...document.querySelectorAll('button, a, label, h1, h2, p, strong, span')]
+				.filter(e => e.offsetParent !== null && e.clientWidth > 1 && !e.classList.contains('truncate') &&
+					e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+				.map(e => e.textContent.trim().slice(0, 60))`); len(cut) > 0 {
+				tab.t.Errorf("%s at %d px cuts off %q", name, size.width, cut)
 			}
 			buf, err := chromedp.Run(tab.ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
 			if err != nil {

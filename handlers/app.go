@@ -15,6 +15,7 @@ import (
 	"codeauth/handlers/betterauth"
 	"codeauth/handlers/betterauth/credential"
 	"codeauth/handlers/pages"
+	"codeauth/i18n"
 	"codeauth/middleware"
 	"codeauth/static"
 
@@ -49,6 +50,10 @@ type Deps struct {
 	Secure       bool
 	// SiteName names the service on its pages (SITE_NAME).
 	SiteName string
+	// DefaultLocale is the language of pages and e-mails when neither the language switch nor
+	// the browser chooses one the service speaks (AUTH_DEFAULT_LOCALE); "" or a language it
+	// does not speak is English.
+	DefaultLocale string
 	// Ready reports whether the service can serve: the database takes writes (models.Ready).
 	Ready  func(context.Context) error
 	Logger *slog.Logger
@@ -73,7 +78,12 @@ func NewApp(d Deps) *fiber.App {
 	if siteName == "" {
 		siteName = "codeauth"
 	}
-	errorHandler := ErrorHandler(log, siteName)
+	def, ok := i18n.Lookup(d.DefaultLocale)
+	if !ok {
+		def = i18n.English()
+	}
+	locales := middleware.NewLocales(def, d.CookiePrefix, d.Secure)
+	errorHandler := ErrorHandler(log, siteName, locales)
 	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
 	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no
 	// middleware has seen: it gets the security headers here, from the same list.
@@ -103,8 +113,8 @@ func NewApp(d Deps) *fiber.App {
 		store = middleware.NewMemoryRateStore(middleware.DefaultMaxRateKeys)
 	}
 	limiter := middleware.NewRateLimiter(store, d.Now, d.Observer)
-	api := betterauth.New(betterauth.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins})
-	site := pages.New(pages.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, SiteName: siteName, Logger: log})
+	api := betterauth.New(betterauth.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, Locales: locales})
+	site := pages.New(pages.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, Locales: locales, SiteName: siteName, Logger: log})
 	health := &healthAPI{ready: d.Ready, log: log}
 	guard := middleware.NewPageGuard(sessions)
 

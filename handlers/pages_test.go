@@ -91,7 +91,7 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 	// The public form posts answer for themselves (a wrong body, a missing session).
 	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim",
-		"POST /auth/verify-email", "POST /auth/restore-email"} {
+		"POST /auth/verify-email", "POST /auth/restore-email", "POST /locale"} {
 		if !public[allowed] {
 			t.Fatalf("%s is guarded, but its handler is meant to answer anonymous visitors itself", allowed)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/i18n"
 	"codeauth/internal/testkit"
 	"codeauth/mail"
 	"codeauth/models"
@@ -242,7 +243,7 @@ func TestRestore_UndoesADeletion(t *testing.T) {
 func TestRestore_NotPastTheGracePeriod(t *testing.T) {
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		thief, link := takeOverAndDelete(t, e)
-		purgeDay := mail.DateText(e.Clock.Now().Add(2 * time.Hour))
+		purgeDay := i18n.English().Date(e.Clock.Now().Add(2 * time.Hour))
 		if notice := e.Mailer.Last(mail.KindFormerAddressDeleted, "victim@example.com"); !strings.Contains(notice.Text, "It works until "+purgeDay) {
 			t.Fatalf("the notice does not give the purge day %s: %s", purgeDay, notice.Text)
 		}

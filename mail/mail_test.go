@@ -24,8 +24,8 @@ func TestConsoleLine(t *testing.T) {
 	c := NewConsole(&b)
 	ctx := context.Background()
 	r := renderer{t, composer}
-	code := r.of(composer.SignInCode("alice@example.com", "123456"))
-	link := r.of(composer.ChangeEmailLink("new@example.com", "alice@example.com", "https://auth.acme.test/auth/verify-email?token=t"))
+	code := r.of(composer.SignInCode("alice@example.com", "123456", 10*time.Minute))
+	link := r.of(composer.ChangeEmailLink("new@example.com", "alice@example.com", "https://auth.acme.test/auth/verify-email?token=t", 15*time.Minute))
 	welcome := r.of(composer.Welcome("alice@example.com"))
 	for _, m := range []Message{code, link, welcome} {
 		if err := c.Send(ctx, m); err != nil {
@@ -43,7 +43,7 @@ func TestConsoleLine(t *testing.T) {
 func TestConsoleLinesDoNotInterleave(t *testing.T) {
 	var b lockedBuilder
 	c := NewConsole(&b)
-	m := renderer{t, composer}.of(composer.SignInCode("bob@example.com", "000111"))
+	m := renderer{t, composer}.of(composer.SignInCode("bob@example.com", "000111", 10*time.Minute))
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ {
 		wg.Add(1)
@@ -85,20 +85,20 @@ func (l *lockedBuilder) String() string {
 // logo and the site's name and address; the code e-mail has the code in its subject.
 func TestTemplatesRender(t *testing.T) {
 	msgs := map[Kind]func() (Draft, error){
-		KindSignInCode:      func() (Draft, error) { return composer.SignInCode("a@example.com", "482913") },
-		KindChangeEmailCode: func() (Draft, error) { return composer.ChangeEmailCode("a@example.com", "482913") },
+		KindSignInCode:      func() (Draft, error) { return composer.SignInCode("a@example.com", "482913", 10*time.Minute) },
+		KindChangeEmailCode: func() (Draft, error) { return composer.ChangeEmailCode("a@example.com", "482913", 10*time.Minute) },
 		KindChangeEmailLink: func() (Draft, error) {
-			return composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/auth/verify-email?token=x.y&callbackURL=%2Faccount")
+			return composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/auth/verify-email?token=x.y&callbackURL=%2Faccount", 15*time.Minute)
 		},
 		KindEmailChanged: func() (Draft, error) {
-			return composer.EmailChanged("a@example.com", "n@example.com", "https://auth.acme.test/r?token=z")
+			return composer.EmailChanged("a@example.com", "n@example.com", "https://auth.acme.test/r?token=z", 7*24*time.Hour)
 		},
 		KindWelcome: func() (Draft, error) { return composer.Welcome("a@example.com") },
 		KindAccountDeleted: func() (Draft, error) {
 			return composer.AccountDeleted("a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC))
 		},
 		KindNewDevice: func() (Draft, error) {
-			return composer.NewDevice("a@example.com", "Firefox on Windows", "203.0.113.7", time.Date(2026, 12, 21, 3, 4, 0, 0, time.UTC))
+			return composer.NewDevice("a@example.com", "Firefox", "Windows", "203.0.113.7", time.Date(2026, 12, 21, 3, 4, 0, 0, time.UTC), 90*24*time.Hour)
 		},
 		KindFormerAddressDeleted: func() (Draft, error) {
 			return composer.FormerAddressDeleted("old@example.com", "a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
@@ -119,11 +119,11 @@ func TestTemplatesRender(t *testing.T) {
 			t.Fatalf("%s: no site name or logo", kind)
 		}
 	}
-	code := r.of(composer.SignInCode("a@example.com", "482913"))
+	code := r.of(composer.SignInCode("a@example.com", "482913", 10*time.Minute))
 	if !strings.Contains(code.Subject, "482913") || !strings.Contains(code.Text, "482913") || !strings.Contains(code.HTML, "482913") {
 		t.Fatalf("the code is not in every part: %+v", code)
 	}
-	link := r.of(composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/v?token=x.y&cb=1"))
+	link := r.of(composer.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/v?token=x.y&cb=1", 15*time.Minute))
 	if !strings.Contains(link.HTML, `href="https://auth.acme.test/v?token=x.y&amp;cb=1"`) || !strings.Contains(link.Text, "https://auth.acme.test/v?token=x.y&cb=1") {
 		t.Fatalf("link not placed: %s", link.HTML)
 	}
@@ -136,9 +136,9 @@ func TestTemplatesEscapeHostileValues(t *testing.T) {
 	evil := Composer{SiteName: "Acme <b>" + hostile, SiteURL: "https://auth.acme.test"}
 	r := renderer{t, evil}
 	for _, m := range []Message{
-		r.of(evil.EmailChanged(hostile, hostile, "https://auth.acme.test/r?a=1&b=<2>")),
-		r.of(evil.ChangeEmailLink(hostile, hostile, "https://auth.acme.test/v?\"onmouseover=x")),
-		r.of(evil.SignInCode(hostile, hostile)),
+		r.of(evil.EmailChanged(hostile, hostile, "https://auth.acme.test/r?a=1&b=<2>", 7*24*time.Hour)),
+		r.of(evil.ChangeEmailLink(hostile, hostile, "https://auth.acme.test/v?\"onmouseover=x", 15*time.Minute)),
+		r.of(evil.SignInCode(hostile, hostile, 10*time.Minute)),
 	} {
 		for _, bad := range []string{"<img src=x", `<a href="https://evil.test"`, "<b>", `"onmouseover`} {
 			if strings.Contains(m.HTML, bad) {
@@ -218,7 +218,7 @@ func TestResendRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := renderer{t, composer}.of(composer.SignInCode("alice@example.com", "482913"))
+	m := renderer{t, composer}.of(composer.SignInCode("alice@example.com", "482913", 10*time.Minute))
 	m.ID = "0d9e3d5a-8f0e-4f5e-9a63-0e7a9c1c2b11"
 	if err := r.Send(context.Background(), m); err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func TestOutboxStoresDraftsAndRendersThemOnDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := composer.SignInCode("alice@example.com", "482913")
+	d, err := composer.SignInCode("alice@example.com", "482913", 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestOutboxWithheldDraftsAreSealedLikeOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := composer.ChangeEmailCode("bob@example.com", "482913")
+	d, err := composer.ChangeEmailCode("bob@example.com", "482913", 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,3 +36,27 @@ func TestMigrateReplacesTheOutboxIndex(t *testing.T) {
 		t.Fatalf("the pending index is %q, want a partial index %s", ddl, want)
 	}
 }
+
+// Migrating a database made before accounts had a language adds the column, its accounts without
+// one (""), on both databases.
+func TestMigrateAddsTheAccountsLanguage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		ctx := context.Background()
+		if err := s.db.Migrator().DropColumn(&User{}, "locale"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Exec("INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+			"00000000-0000-4000-8000-000000000001", "old@x.io", "", true, "2026-01-01 00:00:00", "2026-01-01 00:00:00").Error; err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := Migrate(ctx, s.db); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u, err := s.User(ctx, "00000000-0000-4000-8000-000000000001")
+		if err != nil || u.Locale != "" {
+			t.Fatalf("the old account: %+v, %v", u, err)
+		}
+	})
+}

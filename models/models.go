@@ -30,6 +30,11 @@ type User struct {
 	Banned     bool       `gorm:"not null;default:false"`
 	BanReason  *string    `gorm:"size:500"`
 	BanExpires *time.Time ``
+	// Locale is the language of the account's e-mails (a code of the i18n files, "de"): the
+	// language it signed up in, or the last one chosen with the pages' language switch. Empty
+	// for an account made before accounts had one, until its next sign-in gives it that
+	// request's.
+	Locale string `gorm:"size:16;not null;default:''"`
 }
 
 // The roles a User's Role is made of: every account is a user; RoleAdmin marks an admin. auth

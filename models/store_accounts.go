@@ -59,6 +59,20 @@ func (s *Store) AddressTaken(ctx context.Context, email string) (bool, error) {
 	return n > 0, nil
 }
 
+// SetUserLocale makes locale the language of the live account id's e-mails; ErrNotFound when there
+// is no such account. It is a preference, not part of the profile better-auth shows, so the
+// account's updated_at stays.
+func (s *Store) SetUserLocale(ctx context.Context, id, locale string) error {
+	n, err := execNow(s.db.WithContext(ctx), "UPDATE users SET locale = ? WHERE id = ? AND deleted_at IS NULL", locale, id)
+	if err != nil {
+		return fmt.Errorf("models: setting an account's language: %w", err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // UserChanges is a change to a live account's profile: Name when set, and the image when
 // SetImage (nil Image clears it), at UpdatedAt.
 type UserChanges struct {

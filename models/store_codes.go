@@ -16,13 +16,15 @@ type SendCode struct {
 	Count Count
 	Limit int
 	Code  Verification
-	Mail  OutboxMessage
+	// Mail makes the code's e-mail. It is given the language of the account that has Code's
+	// address ("" when there is none, or it has no language), read in the send's transaction.
+	Mail func(locale string) (OutboxMessage, error)
 	// Reuse, when set, is asked for the e-mail that sends the live code for Code's purpose,
-	// subject and address again, when there is one with a sealed code, attempts left (of
-	// MaxAttempts) and time left: that code and its attempt budget are then kept, and Code and
-	// Mail are not stored. Reuse answers ErrNotReusable to have them stored after all (a code
-	// sealed under another AUTH_SECRET).
-	Reuse       func(live Verification) (OutboxMessage, error)
+	// subject and address again (in the account's language, as Mail), when there is one with a
+	// sealed code, attempts left (of MaxAttempts) and time left: that code and its attempt budget
+	// are then kept, and Code and Mail are not stored. Reuse answers ErrNotReusable to have them
+	// stored after all (a code sealed under another AUTH_SECRET).
+	Reuse       func(live Verification, locale string) (OutboxMessage, error)
 	MaxAttempts int
 }
 
@@ -36,6 +38,13 @@ type Issued struct {
 // ErrNotReusable is SendCode.Reuse declining the live code.
 var ErrNotReusable = errors.New("models: the live code cannot be sent again")
 
+// accountLocaleQuery reads the language of the account that has an address, deleted or not: a
+// code to an address with an account is that account's e-mail.
+const accountLocaleQuery = `SELECT locale FROM users WHERE email = ?`
+
+// accountLocale is accountLocaleQuery's row.
+type accountLocale struct{ Locale string }
+
 // liveCodeQuery reads the live code a resend can send again (SendCode.Reuse).
 const liveCodeQuery = `SELECT * FROM verifications WHERE purpose = ? AND subject = ? AND email = ?
  AND attempts < ? AND NOT exhausted AND expires_at > ? AND sealed_code IS NOT NULL`
@@ -48,13 +57,19 @@ const liveCodeQuery = `SELECT * FROM verifications WHERE purpose = ? AND subject
 // sends of one address take turns, and the live code is read (in the count's round trip on
 // PostgreSQL) only once the send before has committed. Of two sends at once, the second then
 // sends the code the first made again, and never a code the first is replacing, whose e-mail
-// would supersede the live one's.
+// would supersede the live one's. The account's language is read in the same round trip, and the
+// e-mail made in it; the lookup is made whether or not the address has an account, so the work
+// done does not tell.
 func (s *Store) IssueCode(ctx context.Context, in SendCode) (Issued, error) {
 	var out Issued
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		result, err := countLater(tx, in.Count)
 		if err != nil {
 			return err
+		}
+		var account []accountLocale
+		if err := scanLater(tx, &account, accountLocaleQuery, in.Code.Email); err != nil {
+			return fmt.Errorf("models: reading the account's language: %w", err)
 		}
 		var live []Verification
 		if in.Reuse != nil {
@@ -73,9 +88,13 @@ func (s *Store) IssueCode(ctx context.Context, in SendCode) (Issued, error) {
 		if c.Locked || c.Count > in.Limit {
 			return nil
 		}
+		locale := ""
+		if len(account) == 1 {
+			locale = account[0].Locale
+		}
 		if len(live) == 1 {
 			live[0].ExpiresAt, live[0].CreatedAt = live[0].ExpiresAt.UTC(), live[0].CreatedAt.UTC()
-			m, err := in.Reuse(live[0])
+			m, err := in.Reuse(live[0], locale)
 			switch {
 			case err == nil:
 				out.Reused = true
@@ -84,11 +103,15 @@ func (s *Store) IssueCode(ctx context.Context, in SendCode) (Issued, error) {
 				return err
 			}
 		}
+		m, err := in.Mail(locale)
+		if err != nil {
+			return err
+		}
 		if err := upsertCode(tx, &in.Code); err != nil {
 			return err
 		}
 		out.Stored = true
-		return enqueueOutbox(tx, &in.Mail)
+		return enqueueOutbox(tx, &m)
 	})
 	if err != nil {
 		return Issued{Counted: out.Counted}, err

@@ -89,7 +89,7 @@ func TestStoreIssuesCodesWithinTheLimitOnly(t *testing.T) {
 			t.Helper()
 			issued, err := s.IssueCode(ctx, SendCode{
 				Count: Count{Key: "send:b", ResetAt: now.Add(time.Minute), Now: now, LockKey: lockKey, MaxFailures: 1},
-				Limit: 2, Code: testCode("b@x.io", now), Mail: testMail("b@x.io", "sign-in-code:b@x.io", now),
+				Limit: 2, Code: testCode("b@x.io", now), Mail: func(string) (OutboxMessage, error) { return testMail("b@x.io", "sign-in-code:b@x.io", now), nil },
 			})
 			if err != nil {
 				t.Fatal(err)

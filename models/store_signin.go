@@ -39,7 +39,7 @@ type SignIn struct {
 	// A new account records its first device without a notice. A device seen after
 	// DeviceFreshAfter is not written again.
 	DeviceKey        string
-	NewDevice        func() (OutboxMessage, error)
+	NewDevice        func(locale string) (OutboxMessage, error)
 	DeviceCutoff     time.Time
 	DeviceFreshAfter time.Time
 }
@@ -60,11 +60,13 @@ type SignedIn struct {
 }
 
 // upsertUserSQL inserts an account, or, when one holds the address, locks it as SELECT … FOR
-// UPDATE would (the no-op SET), and returns the row either way. Of two parallel first
-// verifications exactly one inserts; the other waits for it and gets its row. An account that
-// held the address and moves away meanwhile is no conflict: PostgreSQL tries the insert again.
-const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (email) DO UPDATE SET email = excluded.email
+// UPDATE would (the SET), and returns the row either way. Of two parallel first verifications
+// exactly one inserts; the other waits for it and gets its row. An account that held the address
+// and moves away meanwhile is no conflict: PostgreSQL tries the insert again. An existing account
+// without a language (made before accounts had one) takes the sign-in's, in the same write.
+const upsertUserSQL = `INSERT INTO users (id, email, name, email_verified, created_at, updated_at, locale) VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (email) DO UPDATE SET email = excluded.email,
+ locale = CASE WHEN users.locale = '' THEN excluded.locale ELSE users.locale END
 RETURNING *`
 
 // CompleteSignIn consumes the code and signs in, in one transaction: the account is created,
@@ -82,7 +84,7 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
 		fresh := in.Fresh
 		var found []User
-		if err := scanLater(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt); err != nil {
+		if err := scanLater(tx, &found, upsertUserSQL, fresh.ID, fresh.Email, fresh.Name, fresh.EmailVerified, fresh.CreatedAt, fresh.UpdatedAt, fresh.Locale); err != nil {
 			return fmt.Errorf("models: creating a user: %w", err)
 		}
 		// The device's row, if the account has one, goes in the same batch as the upsert (which
@@ -126,7 +128,7 @@ func (s *Store) CompleteSignIn(ctx context.Context, in SignIn) (SignedIn, error)
 		}
 		newDevice := false
 		if in.DeviceKey != "" {
-			if newDevice, err = noteDevice(tx, in, user.ID, seen, !created); err != nil {
+			if newDevice, err = noteDevice(tx, in, user, seen, !created); err != nil {
 				return err
 			}
 		}
@@ -200,14 +202,15 @@ func settleUser(tx *gorm.DB, in SignIn, found []User) (User, bool, error) {
 	return existing, false, nil
 }
 
-// noteDevice records the device of in as seen by the account now, and, with notify, queues
+// noteDevice records the device of in as seen by user's account now, and, with notify, queues
 // in.NewDevice unless seen (the device's row as it was before this sign-in, read in the batch of
 // the account's upsert, so at no round trip of its own) says the account used it after
 // in.DeviceCutoff. A device seen after in.DeviceFreshAfter is left as it is: the window is
 // counted in days, and most sign-ins come from a device used the day before. The account's row
 // is locked by the sign-in, so two sign-ins of one account from a new device cannot both find it
 // new.
-func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notify bool) (newDevice bool, err error) {
+func noteDevice(tx *gorm.DB, in SignIn, user User, seen []KnownDevice, notify bool) (newDevice bool, err error) {
+	userID := user.ID
 	if len(seen) == 1 && seen[0].UserID != userID {
 		// The row read belonged to the account the address had before this sign-in purged it
 		// (past its grace period) and made a new one: the new account has seen nothing.
@@ -217,7 +220,7 @@ func noteDevice(tx *gorm.DB, in SignIn, userID string, seen []KnownDevice, notif
 		return false, nil
 	}
 	if notify && (len(seen) == 0 || !seen[0].LastSeenAt.After(in.DeviceCutoff)) {
-		notice, err := in.NewDevice()
+		notice, err := in.NewDevice(user.Locale)
 		if err != nil {
 			return false, err
 		}

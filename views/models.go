@@ -9,15 +9,20 @@ import (
 	"time"
 
 	"codeauth/auth"
-	"codeauth/mail"
+	"codeauth/i18n"
 )
 
-// Page is what every layout needs.
+// Page is what every layout needs. The page's language is its context's (i18n.FromContext).
 type Page struct {
 	Title    string
 	SiteName string
 	// User is the signed-in person, or nil.
 	User *User
+	// Here is where the language switch brings the person back to: this page's path and query
+	// (for a page that answered a form, the page the form was on), or "" for the front page.
+	Here string
+	// NoLocaleSwitch leaves the language switch out: the admin pages are in English only.
+	NoLocaleSwitch bool
 }
 
 // User is the signed-in person as pages show them.
@@ -149,8 +154,8 @@ type Device struct {
 	// Kind is "phone", "tablet", "tv" or "" (a computer or unknown), for its icon.
 	Kind      string
 	IPAddress string
-	// Active says when it was last seen ("Active now", "Active 3 hours ago"); ActiveAt is that
-	// time, for the <time> element.
+	// Active says when it was last seen ("Active now", "Active 3 hours ago", ActiveText);
+	// ActiveAt is that time, for the <time> element.
 	Active   string
 	ActiveAt time.Time
 	// SignedIn is the day the session began, "24 November 2026".
@@ -159,26 +164,21 @@ type Device struct {
 	Current bool
 }
 
-// AgoText says how long ago something happened, for people: "a moment ago", "3 minutes ago",
-// "1 hour ago", "5 days ago", and the date beyond 30 days.
-func AgoText(ago time.Duration, at time.Time) string {
-	unit := func(n int, one string) string {
-		if n == 1 {
-			return "1 " + one + " ago"
-		}
-		return strconv.Itoa(n) + " " + one + "s ago"
-	}
+// ActiveText says in l's words when a device was last active, idle ago (at): "Active a moment
+// ago", "Active 3 minutes ago", "Active 1 hour ago", "Active 5 days ago", and the day beyond 30
+// days.
+func ActiveText(l *i18n.Locale, idle time.Duration, at time.Time) string {
 	switch {
-	case ago < time.Minute:
-		return "a moment ago"
-	case ago < time.Hour:
-		return unit(int(ago/time.Minute), "minute")
-	case ago < 24*time.Hour:
-		return unit(int(ago/time.Hour), "hour")
-	case ago < 31*24*time.Hour:
-		return unit(int(ago/(24*time.Hour)), "day")
+	case idle < time.Minute:
+		return l.T("devices.active_moment")
+	case idle < time.Hour:
+		return l.Tn("devices.active_minutes", int(idle/time.Minute), nil)
+	case idle < 24*time.Hour:
+		return l.Tn("devices.active_hours", int(idle/time.Hour), nil)
+	case idle < 31*24*time.Hour:
+		return l.Tn("devices.active_days", int(idle/(24*time.Hour)), nil)
 	}
-	return "on " + DateText(at)
+	return l.Tf("devices.active_on", map[string]any{"Date": l.Date(at)})
 }
 
 // DeviceID is the id of a device's row, which its sign-out button names as what it acts on.
@@ -209,9 +209,6 @@ type Checkout struct {
 	ClaimError string
 	Entry      Entry
 }
-
-// DateText formats a time for people, as the e-mails do.
-func DateText(t time.Time) string { return mail.DateText(t) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
@@ -252,13 +249,24 @@ func otherModeURL(e Entry) string {
 	return restartURL(other)
 }
 
-// codeUnit is what a code is made of, in words: digits, or characters.
-func codeUnit() string {
-	if auth.OTPInputMode() == "numeric" {
-		return "digit"
+// codeSentMessage is the code step's sentence for e: that the code was sent (or, when sign-up
+// is gated, was sent if the address may sign in here), with its length in digits or in
+// characters.
+func codeSentMessage(e Entry) string {
+	digits := auth.OTPInputMode() == "numeric"
+	switch {
+	case e.SignUpNote != "" && digits:
+		return "entry.gated_sent_digits"
+	case e.SignUpNote != "":
+		return "entry.gated_sent_chars"
+	case digits:
+		return "entry.code_sent_digits"
 	}
-	return "character"
+	return "entry.code_sent_chars"
 }
+
+// lifetimeMinutes is how long a code works, in minutes.
+func lifetimeMinutes() int { return i18n.Minutes(auth.OTPLifetime) }
 
 // AdminUsers is the admin page's list of accounts.
 type AdminUsers struct {

@@ -19,6 +19,9 @@ type Deps struct {
 	Auth     *auth.Service
 	Sessions *middleware.Sessions
 	Origins  *middleware.Origins
+	// Locales chooses the language of the e-mails a request sends before an account exists (a
+	// sign-in code, the welcome e-mail); the API's own messages stay English.
+	Locales *middleware.Locales
 }
 
 // API serves the JSON API.
@@ -26,12 +29,13 @@ type API struct {
 	auth     *auth.Service
 	sessions *middleware.Sessions
 	origins  *middleware.Origins
+	locales  *middleware.Locales
 	body     bodyReader
 }
 
 // New returns the JSON API.
 func New(d Deps) *API {
-	return &API{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, body: bodyReader{origins: d.Origins}}
+	return &API{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, locales: d.Locales, body: bodyReader{origins: d.Origins}}
 }
 
 // Mount registers the API's routes under /api, each with its per-IP limits.

@@ -24,7 +24,7 @@ func (h *API) sendVerificationOTP(c *fiber.Ctx) error {
 	if req.Type != auth.PurposeSignIn {
 		return errInvalidOTPType
 	}
-	if err := h.auth.SendSignInCode(c.UserContext(), req.Email); err != nil {
+	if err := h.auth.SendSignInCode(c.UserContext(), req.Email, h.locales.Of(c).Code()); err != nil {
 		return err
 	}
 	return c.JSON(successResponse{Success: true})
@@ -39,7 +39,7 @@ func (h *API) signInEmailOTP(c *fiber.Ctx) error {
 		return err
 	}
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: req.Email, Code: req.OTP, Name: req.Name,
+		Email: req.Email, Code: req.OTP, Name: req.Name, Locale: h.locales.Of(c).Code(),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {

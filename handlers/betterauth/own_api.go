@@ -29,14 +29,18 @@ func (h *API) changeConsent(c *fiber.Ctx, change func(context.Context, string, a
 	if err := h.body.read(c, emptyRequest{}); err != nil {
 		return err
 	}
-	source := "api"
+	ev := auth.ConsentEvidence{Source: "api", Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
 	if ref, err := url.Parse(c.Get(fiber.HeaderReferer)); err == nil && ref.Host != "" && h.origins.Trusted(ref.Scheme+"://"+ref.Host) {
-		source = ref.Path
+		ev.Source = ref.Path
+		if ref.Host == string(c.Request().Header.Host()) {
+			// From this service's own pages, which showed the opt-in's words in the request's
+			// language. Another site or an app shows words of its own, in a language the
+			// service cannot know.
+			ev.Locale = h.locales.Of(c).Code()
+		}
 	}
 	st := middleware.Current(c)
-	err := change(c.UserContext(), st.User.ID, auth.ConsentEvidence{
-		Source: source, Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
-	})
+	err := change(c.UserContext(), st.User.ID, ev)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 // verifyEmailPage is GET /auth/verify-email?token=…: it shows what the link will change and a
 // button; opening the link changes nothing (mail scanners fetch links).
 func (h *Pages) verifyEmailPage(c *fiber.Ctx) error {
-	p, err := h.page(c, "Confirm your new e-mail address")
+	p, err := h.page(c, "title.verify_email")
 	if err != nil {
 		return err
 	}
@@ -25,15 +25,15 @@ func (h *Pages) verifyEmailPage(c *fiber.Ctx) error {
 	}
 	pending, err := h.auth.PendingEmailChange(c.UserContext(), v.Token)
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
 		v.Error = pr.message
-		return render(c, pr.status, views.VerifyEmailPage(p, v))
+		return h.render(c, pr.status, views.VerifyEmailPage(p, v))
 	}
 	v.From, v.To = pending.OldEmail, pending.NewEmail
-	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, v))
+	return h.render(c, fiber.StatusOK, views.VerifyEmailPage(p, v))
 }
 
 // confirmEmailChange is POST /auth/verify-email: the button of the link's page.
@@ -43,16 +43,16 @@ func (h *Pages) confirmEmailChange(c *fiber.Ctx) error {
 		return err
 	}
 	user, err := h.auth.ConfirmEmailChange(c.UserContext(), formValue(c, "token"), st)
-	p, perr := h.page(c, "Confirm your new e-mail address")
+	p, perr := h.page(c, "title.verify_email")
 	if perr != nil {
 		return perr
 	}
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
-		return render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message}))
+		return h.render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message}))
 	}
 	if st != nil {
 		updated := *st
@@ -63,47 +63,47 @@ func (h *Pages) confirmEmailChange(c *fiber.Ctx) error {
 	if cb := formValue(c, "callbackURL"); cb != "" && h.origins.SafeRedirect(cb) {
 		return c.Redirect(cb, fiber.StatusSeeOther)
 	}
-	return render(c, fiber.StatusOK, views.VerifyEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
+	return h.render(c, fiber.StatusOK, views.VerifyEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
 }
 
 // restoreEmailPage is GET /auth/restore-email?token=…, the link of the notice to an old address.
 func (h *Pages) restoreEmailPage(c *fiber.Ctx) error {
-	p, err := h.page(c, "Restore your e-mail address")
+	p, err := h.page(c, "title.restore_email")
 	if err != nil {
 		return err
 	}
 	v := views.EmailLink{Token: c.Query("token")}
 	pending, err := h.auth.PendingEmailRestore(c.UserContext(), v.Token)
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
 		v.Error = pr.message
-		return render(c, pr.status, views.RestoreEmailPage(p, v))
+		return h.render(c, pr.status, views.RestoreEmailPage(p, v))
 	}
 	v.From, v.To, v.Deleted = pending.CurrentEmail, pending.OldEmail, pending.Deleted
-	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, v))
+	return h.render(c, fiber.StatusOK, views.RestoreEmailPage(p, v))
 }
 
 // restoreEmail is POST /auth/restore-email: the address comes back and every session ends,
 // this browser's included.
 func (h *Pages) restoreEmail(c *fiber.Ctx) error {
 	user, err := h.auth.RestoreEmail(c.UserContext(), formValue(c, "token"))
-	p := views.Page{Title: "Restore your e-mail address", SiteName: h.siteName}
+	p := views.Page{Title: h.lang(c).T("title.restore_email"), SiteName: h.siteName, Here: here(c)}
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
-		return render(c, pr.status, views.RestoreEmailPage(p, views.EmailLink{Error: pr.message}))
+		return h.render(c, pr.status, views.RestoreEmailPage(p, views.EmailLink{Error: pr.message}))
 	}
 	// This browser's cookie is cleared if its session was one of those ended; a browser signed in
 	// to another account stays signed in.
 	if _, err := h.sessions.Resolve(c, middleware.Options{FromDatabase: true}); err != nil {
 		return err
 	}
-	return render(c, fiber.StatusOK, views.RestoreEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
+	return h.render(c, fiber.StatusOK, views.RestoreEmailPage(p, views.EmailLink{Done: true, To: user.Email}))
 }
 
 // requestEmailChange is POST /account/email: a confirmation link goes to the new address.
@@ -123,7 +123,7 @@ func (h *Pages) requestEmailChange(c *fiber.Ctx) error {
 		// No words: the form offers to sign in again.
 		a.ReauthURL, status = middleware.ReauthURL("/account"), fiber.StatusForbidden
 	default:
-		pr, known := explain(err, countedLinks)
+		pr, known := explain(h.lang(c), err, countedLinks)
 		if !known {
 			return err
 		}
@@ -132,7 +132,7 @@ func (h *Pages) requestEmailChange(c *fiber.Ctx) error {
 	if !isHTMX(c) {
 		return h.accountWith(c, status, a)
 	}
-	return render(c, status, views.EmailChangeForm(a))
+	return h.render(c, status, views.EmailChangeForm(a))
 }
 
 // deleteAccount is POST /account/delete: the account is deleted with its grace period, this
@@ -145,7 +145,7 @@ func (h *Pages) deleteAccount(c *fiber.Ctx) error {
 	}
 	if formValue(c, "confirm") != "yes" {
 		return h.accountWith(c, fiber.StatusUnprocessableEntity, views.Account{
-			Email: st.User.Email, Name: st.User.Name, DeleteError: "Tick the box to confirm that you want to delete your account.",
+			Email: st.User.Email, Name: st.User.Name, DeleteError: h.lang(c).T("account.delete_tick"),
 		})
 	}
 	at, err := h.auth.DeleteAccount(c.UserContext(), st)
@@ -161,13 +161,13 @@ func (h *Pages) deleteAccount(c *fiber.Ctx) error {
 
 // accountDeleted is GET /auth/account-deleted?until=YYYY-MM-DD, the grace-period page.
 func (h *Pages) accountDeleted(c *fiber.Ctx) error {
-	p, err := h.page(c, "Your account is deleted")
+	p, err := h.page(c, "title.account_deleted")
 	if err != nil {
 		return err
 	}
 	until := ""
 	if t, err := time.Parse(time.DateOnly, c.Query("until")); err == nil {
-		until = views.DateText(t)
+		until = h.lang(c).Date(t)
 	}
-	return render(c, fiber.StatusOK, views.AccountDeletedPage(p, until))
+	return h.render(c, fiber.StatusOK, views.AccountDeletedPage(p, until))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/i18n"
 	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
@@ -37,6 +38,8 @@ func (h *Pages) adminSession(c *fiber.Ctx) (*auth.SessionState, error) {
 	if !auth.IsAdmin(st.User) || st.Session.ImpersonatedBy != nil {
 		return nil, errAdminsOnly
 	}
+	// The admin pages are in English only (README): every page and refusal past this point.
+	h.locales.Use(c, i18n.English())
 	return st, nil
 }
 
@@ -61,15 +64,23 @@ func (h *Pages) adminUsers(c *fiber.Ctx) error {
 	for _, u := range users {
 		v.Users = append(v.Users, adminRow(u.ID, u.Email, u.Name, u.Role, u.CreatedAt, u.Banned))
 	}
-	p, err := h.page(c, "Accounts")
+	p, err := h.adminPage(c, "Accounts")
 	if err != nil {
 		return err
 	}
-	return render(c, fiber.StatusOK, views.AdminUsersPage(p, v))
+	return h.render(c, fiber.StatusOK, views.AdminUsersPage(p, v))
 }
 
 func adminRow(id, email, name, role string, created time.Time, banned bool) views.AdminUserRow {
-	return views.AdminUserRow{ID: id, Email: email, Name: name, Role: role, Created: views.DateText(created), Banned: banned}
+	return views.AdminUserRow{ID: id, Email: email, Name: name, Role: role, Created: i18n.English().Date(created), Banned: banned}
+}
+
+// adminPage is the layout's model of an admin page titled title: in English, without the
+// language switch.
+func (h *Pages) adminPage(c *fiber.Ctx, title string) (views.Page, error) {
+	p, err := h.page(c, "")
+	p.Title, p.NoLocaleSwitch = title, true
+	return p, err
 }
 
 // adminStatuses are the words of ?done= on an account's page, after each action.
@@ -113,7 +124,7 @@ func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int,
 	}
 	for _, d := range devices {
 		v.Sessions = append(v.Sessions, views.Device{ID: d.ID, Name: d.Device.Name(), IPAddress: d.IPAddress,
-			Active: "Active " + views.AgoText(d.IdleFor, d.ActiveAt), SignedIn: views.DateText(d.SignedInAt)})
+			Active: views.ActiveText(i18n.English(), d.IdleFor, d.ActiveAt), SignedIn: i18n.English().Date(d.SignedInAt)})
 	}
 	events, err := h.auth.UserAudit(ctx, st, u.ID, 50)
 	if err != nil {
@@ -129,11 +140,11 @@ func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int,
 		}
 		v.Audit = append(v.Audit, views.AdminAuditRow{At: e.At.UTC().Format("2006-01-02 15:04"), Action: e.Action, Actor: actor, Detail: e.Detail})
 	}
-	p, err := h.page(c, u.Email)
+	p, err := h.adminPage(c, u.Email)
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.AdminUserPage(p, v))
+	return h.render(c, status, views.AdminUserPage(p, v))
 }
 
 // adminAction runs one action of an account's page and sends the admin back to it, saying what
@@ -151,7 +162,7 @@ func (h *Pages) adminAction(done string, act func(c *fiber.Ctx, st *auth.Session
 			}
 			message, ok := adminProblems[err]
 			if !ok {
-				pr, known := explain(err, countedRequests)
+				pr, known := explain(h.lang(c), err, countedRequests)
 				if !known {
 					return err
 				}

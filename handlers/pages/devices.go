@@ -1,8 +1,6 @@
 package pages
 
 import (
-	"strconv"
-
 	"codeauth/auth"
 	"codeauth/middleware"
 	"codeauth/views"
@@ -23,15 +21,16 @@ func (h *Pages) devices(c *fiber.Ctx, st *auth.SessionState) ([]views.Device, er
 	if err != nil {
 		return nil, err
 	}
+	l := h.lang(c)
 	out := make([]views.Device, len(list))
 	for i, d := range list {
 		out[i] = views.Device{
-			ID: d.ID, Name: d.Device.Name(), Kind: d.Device.Kind, IPAddress: d.IPAddress,
-			Active: "Active " + views.AgoText(d.IdleFor, d.ActiveAt), ActiveAt: d.ActiveAt,
-			SignedIn: views.DateText(d.SignedInAt), Current: d.Current,
+			ID: d.ID, Name: l.DeviceName(d.Device.Browser, d.Device.Platform()), Kind: d.Device.Kind, IPAddress: d.IPAddress,
+			Active: views.ActiveText(l, d.IdleFor, d.ActiveAt), ActiveAt: d.ActiveAt,
+			SignedIn: l.Date(d.SignedInAt), Current: d.Current,
 		}
 		if d.Current {
-			out[i].Active = "Active now"
+			out[i].Active = l.T("devices.active_now")
 		}
 	}
 	return out, nil
@@ -70,7 +69,7 @@ func (h *Pages) signOutDevice(c *fiber.Ctx) error {
 	card := views.Devices{List: before[:0]}
 	for _, d := range before {
 		if d.ID == handle && err == nil {
-			card.Status = "Signed out " + d.Name + ". It needs a new code to use your account again."
+			card.Status = h.lang(c).Tf("devices.signed_out", map[string]any{"Device": d.Name})
 			continue
 		}
 		card.List = append(card.List, d)
@@ -94,13 +93,10 @@ func (h *Pages) signOutOtherDevices(c *fiber.Ctx) error {
 			card.List = append(card.List, d)
 		}
 	}
-	switch others := len(before) - len(card.List); others {
-	case 0:
-		card.Status = "No other device was signed in."
-	case 1:
-		card.Status = "Signed out 1 other device."
-	default:
-		card.Status = "Signed out " + strconv.Itoa(others) + " other devices."
+	if others := len(before) - len(card.List); others == 0 {
+		card.Status = h.lang(c).T("devices.no_others")
+	} else {
+		card.Status = h.lang(c).Tn("devices.signed_out_others", others, nil)
 	}
 	return h.answerDevices(c, st, card, nil)
 }
@@ -110,14 +106,14 @@ func (h *Pages) signOutOtherDevices(c *fiber.Ctx) error {
 func (h *Pages) answerDevices(c *fiber.Ctx, st *auth.SessionState, card views.Devices, err error) error {
 	status := fiber.StatusOK
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
 		card.Error, status = pr.message, pr.status
 	}
 	if isHTMX(c) {
-		return render(c, status, views.DevicesCard(card))
+		return h.render(c, status, views.DevicesCard(card))
 	}
 	if err != nil {
 		return h.accountWith(c, status, views.Account{Email: st.User.Email, Name: st.User.Name, Devices: card})

@@ -2,17 +2,18 @@ package pages
 
 import (
 	"errors"
-	"fmt"
 
 	"codeauth/auth"
+	"codeauth/i18n"
+	"codeauth/middleware"
 	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 )
 
-// This file is where the pages word errors for the person who reads them: problems for the
-// refusals a form explains in its own place, and errorPageMessage for whatever reaches the error
-// page.
+// This file is where the pages word errors for the person who reads them, in their language:
+// problems for the refusals a form explains in its own place, and errorPageMessage for whatever
+// reaches the error page. The words are messages of the i18n files; these tables hold their keys.
 
 // A problem is how a page words a refusal, and the status it answers with.
 type problem struct {
@@ -20,119 +21,133 @@ type problem struct {
 	message string
 }
 
+// A refusal is a problem before it is worded: its status and its message's key.
+type refusal struct {
+	status int
+	key    string
+}
+
 // invalidEmail is the words for an address auth refused, on every form that takes one.
-var invalidEmail = problem{fiber.StatusUnprocessableEntity, "Enter a valid e-mail address, such as name@example.com."}
+var invalidEmail = refusal{fiber.StatusUnprocessableEntity, "problem.invalid_email"}
 
 // problems are the refusals the pages explain in place: beside the field, in the code-entry
 // component, on the link's page.
-var problems = map[error]problem{
+var problems = map[error]refusal{
 	auth.ErrInvalidEmail:        invalidEmail,
-	auth.ErrInvalidOTP:          {fiber.StatusUnprocessableEntity, "That code is not right. Check the e-mail and try again."},
-	auth.ErrOTPExpired:          {fiber.StatusUnprocessableEntity, "That code has expired. Send the code again for a new one."},
-	auth.ErrTooManyAttempts:     {fiber.StatusUnprocessableEntity, "Too many wrong codes. Send the code again for a new one."},
-	auth.ErrSignInUnconfirmed:   {fiber.StatusServiceUnavailable, "The service was briefly unavailable, so we could not confirm your sign-in. Send the code again and try again."},
-	auth.ErrEmailSame:           {fiber.StatusUnprocessableEntity, "That is already your address."},
-	auth.ErrChangeLinksDisabled: {fiber.StatusUnprocessableEntity, "Changing the address on the web is switched off here. Use the app."},
-	auth.ErrTokenExpired:        {fiber.StatusGone, "This link has expired. Ask for a new one from your account page."},
-	auth.ErrInvalidToken:        {fiber.StatusBadRequest, "This link is not valid any more: it was used already, replaced by a newer one, or opened while signed in to another account."},
-	auth.ErrEmailTaken:          {fiber.StatusConflict, "That address now belongs to another account, so it cannot be used here."},
-	auth.ErrPurchaseNotFound:    {fiber.StatusUnprocessableEntity, "We could not find this purchase."},
-	auth.ErrPurchaseOtherEmail:  {fiber.StatusUnprocessableEntity, "This purchase was made with another e-mail address. Sign in with that address to keep it."},
-	auth.ErrSessionNotFound:     {fiber.StatusBadRequest, "That device is signed out already."},
-	auth.ErrBanned:              {fiber.StatusForbidden, "This account has been suspended, so it cannot sign in. If you think this is a mistake, contact support."},
-	auth.ErrImpersonated:        {fiber.StatusForbidden, "Only the account's owner can do this: it cannot be done while you act as them."},
+	auth.ErrInvalidOTP:          {fiber.StatusUnprocessableEntity, "problem.invalid_otp"},
+	auth.ErrOTPExpired:          {fiber.StatusUnprocessableEntity, "problem.otp_expired"},
+	auth.ErrTooManyAttempts:     {fiber.StatusUnprocessableEntity, "problem.too_many_attempts"},
+	auth.ErrSignInUnconfirmed:   {fiber.StatusServiceUnavailable, "problem.sign_in_unconfirmed"},
+	auth.ErrEmailSame:           {fiber.StatusUnprocessableEntity, "problem.email_same"},
+	auth.ErrChangeLinksDisabled: {fiber.StatusUnprocessableEntity, "problem.change_links_disabled"},
+	auth.ErrTokenExpired:        {fiber.StatusGone, "problem.token_expired"},
+	auth.ErrInvalidToken:        {fiber.StatusBadRequest, "problem.invalid_token"},
+	auth.ErrEmailTaken:          {fiber.StatusConflict, "problem.email_taken"},
+	auth.ErrPurchaseNotFound:    {fiber.StatusUnprocessableEntity, "problem.purchase_not_found"},
+	auth.ErrPurchaseOtherEmail:  {fiber.StatusUnprocessableEntity, "problem.purchase_other_email"},
+	auth.ErrSessionNotFound:     {fiber.StatusBadRequest, "problem.session_not_found"},
+	auth.ErrBanned:              {fiber.StatusForbidden, "problem.banned"},
+	auth.ErrImpersonated:        {fiber.StatusForbidden, "problem.impersonated"},
 }
 
 // What a rate limit counted, in the words of the form that was refused ("Too many codes were
-// asked for.").
+// asked for."): the keys of those words.
 const (
-	countedCodes    = "codes were asked for"
-	countedAttempts = "attempts"
-	countedLinks    = "links were asked for"
-	countedRequests = "requests"
+	countedCodes    = "limit.codes"
+	countedAttempts = "limit.attempts"
+	countedLinks    = "limit.links"
+	countedRequests = "limit.requests"
 )
 
-// explain words err for a form, or reports false for an error no form explains (it goes to the
-// error page). counted is what the form's rate limit counts.
-func explain(err error, counted string) (problem, bool) {
+// explain words err for a form in l, or reports false for an error no form explains (it goes to
+// the error page). counted is what the form's rate limit counts.
+func explain(l *i18n.Locale, err error, counted string) (problem, bool) {
 	var limited *auth.RateLimitError
 	if errors.As(err, &limited) {
-		return problem{fiber.StatusTooManyRequests, tooMany(limited, counted)}, true
+		return problem{fiber.StatusTooManyRequests, tooMany(l, limited, counted)}, true
 	}
 	var fe *auth.FieldError
 	if errors.As(err, &fe) {
 		// The name is the only field a page edits.
-		return problem{fiber.StatusUnprocessableEntity,
-			fmt.Sprintf("Use at most %d characters, with no control or invisible characters.", auth.MaxNameLength)}, true
+		return problem{fiber.StatusUnprocessableEntity, l.Tf("problem.name_invalid", map[string]any{"Max": auth.MaxNameLength})}, true
 	}
-	for target, p := range problems {
+	for target, r := range problems {
 		if errors.Is(err, target) {
-			return p, true
+			return problem{r.status, l.T(r.key)}, true
 		}
 	}
 	return problem{}, false
 }
 
 // tooMany words a rate limit: what was counted, and when to try again.
-func tooMany(limited *auth.RateLimitError, counted string) string {
-	return "Too many " + counted + ". " + retryText(limited)
+func tooMany(l *i18n.Locale, limited *auth.RateLimitError, counted string) string {
+	return l.T(counted) + " " + retryText(l, limited)
 }
 
 // retryText says when to try again, in words.
-func retryText(e *auth.RateLimitError) string {
+func retryText(l *i18n.Locale, e *auth.RateLimitError) string {
 	minutes := int(e.RetryAfter.Minutes() + 0.999)
 	switch {
 	case e.RetryAfter.Seconds() < 90:
-		return fmt.Sprintf("Please try again in %d seconds.", int(e.RetryAfter.Seconds()+0.999))
+		return l.Tn("retry.seconds", int(e.RetryAfter.Seconds()+0.999), nil)
 	case minutes < 120:
-		return fmt.Sprintf("Please try again in %d minutes.", minutes)
+		return l.Tn("retry.minutes", minutes, nil)
 	}
-	return fmt.Sprintf("Please try again in %d hours.", minutes/60+1)
+	return l.Tn("retry.hours", minutes/60+1, nil)
 }
 
-// errorPageMessage words an error no form explained, by the status it is answered with; fallback
-// is the answer's own message, for the statuses that have no words here.
-func errorPageMessage(status int, fallback string, err error) string {
-	for _, own := range []*fiber.Error{errAdminsOnly, errBadSearch, errConsentImpersonated} {
+// The pages' own refusals that reach the error page, by their error: the keys of their words.
+var ownRefusals = map[*fiber.Error]string{
+	errAdminsOnly:          "error.admins_only",
+	errBadSearch:           "error.bad_search",
+	errConsentImpersonated: "error.consent_impersonated",
+	errNotAForm:            "error.not_a_form",
+}
+
+// errorPageMessage words in l an error no form explained, by the status it is answered with;
+// fallback is the answer's own message, for the statuses that have no words here.
+func errorPageMessage(l *i18n.Locale, status int, fallback string, err error) string {
+	for own, key := range ownRefusals {
 		if errors.Is(err, own) {
-			return own.Message // the pages' own refusals have words of their own
+			return l.T(key) // the pages' own refusals have words of their own
 		}
 	}
-	if p, ok := explain(err, countedRequests); ok {
+	if p, ok := explain(l, err, countedRequests); ok {
 		return p.message // a refusal of auth's, in the words the forms use
 	}
 	switch status {
 	case fiber.StatusNotFound:
-		return "This page does not exist."
+		return l.T("error.not_found")
 	case fiber.StatusForbidden:
-		return "This request came from another site, so it was refused."
+		return l.T("error.cross_site")
 	case fiber.StatusUnauthorized:
-		return "Please sign in first."
+		return l.T("error.sign_in_first")
 	case fiber.StatusTooManyRequests:
 		var limited *auth.RateLimitError
 		if errors.As(err, &limited) {
-			return tooMany(limited, countedRequests)
+			return tooMany(l, limited, countedRequests)
 		}
-		return "Too many requests. Please try again later."
+		return l.T("error.too_many")
 	case fiber.StatusRequestEntityTooLarge:
-		return "That was more than this form accepts."
+		return l.T("error.too_large")
 	case fiber.StatusServiceUnavailable:
-		return "The service is briefly unavailable. Please try again in a moment."
+		return l.T("error.unavailable")
 	case fiber.StatusInternalServerError:
-		return "Something went wrong on our side. Please try again."
+		return l.T("error.internal")
 	}
 	return fallback
 }
 
 // RenderError answers a page request that failed with status (the error's HTTP status; fallback
-// is its message for a program): an error page, or for htmx a notice swapped into the page's
-// alert region.
-func RenderError(c *fiber.Ctx, siteName string, status int, fallback string, err error) error {
-	message := errorPageMessage(status, fallback, err)
+// is its message for a program), in the request's language: an error page, or for htmx a notice
+// swapped into the page's alert region.
+func RenderError(c *fiber.Ctx, siteName string, locales *middleware.Locales, status int, fallback string, err error) error {
+	l := locales.Of(c)
+	message := errorPageMessage(l, status, fallback, err)
 	if isHTMX(c) {
 		c.Set("HX-Retarget", "#flash")
 		c.Set("HX-Reswap", "innerHTML")
-		return render(c, status, views.Flash(message))
+		return render(c, l, status, views.Flash(message))
 	}
-	return render(c, status, views.ErrorPage(views.Page{Title: message, SiteName: siteName}, status, message))
+	return render(c, l, status, views.ErrorPage(views.Page{Title: message, SiteName: siteName, Here: here(c)}, status, message))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/i18n"
 )
 
 // Each form words a refusal the way it did before the words moved into one table.
@@ -30,12 +31,12 @@ func TestExplain(t *testing.T) {
 			"Use at most 100 characters, with no control or invisible characters."},
 	}
 	for _, c := range cases {
-		got, known := explain(c.err, c.counted)
+		got, known := explain(i18n.English(), c.err, c.counted)
 		if !known || got.status != c.status || got.message != c.message {
 			t.Errorf("explain(%v, %q) = %+v, %v; want %d %q", c.err, c.counted, got, known, c.status, c.message)
 		}
 	}
-	if _, known := explain(auth.ErrUserNotFound, countedRequests); known {
+	if _, known := explain(i18n.English(), auth.ErrUserNotFound, countedRequests); known {
 		t.Error("an error no form words was explained")
 	}
 }
@@ -47,7 +48,7 @@ func TestRetryText(t *testing.T) {
 		119 * time.Minute: "Please try again in 119 minutes.",
 		3 * time.Hour:     "Please try again in 4 hours.",
 	} {
-		if got := retryText(&auth.RateLimitError{RetryAfter: d}); got != want {
+		if got := retryText(i18n.English(), &auth.RateLimitError{RetryAfter: d}); got != want {
 			t.Errorf("retryText(%v) = %q, want %q", d, got, want)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"codeauth/auth"
+	"codeauth/i18n"
 	"codeauth/middleware"
 	"codeauth/views"
 
@@ -29,6 +30,8 @@ type Deps struct {
 	Auth     *auth.Service
 	Sessions *middleware.Sessions
 	Origins  *middleware.Origins
+	// Locales chooses each request's language.
+	Locales *middleware.Locales
 	// SiteName names the service on its pages.
 	SiteName string
 	Logger   *slog.Logger
@@ -39,13 +42,14 @@ type Pages struct {
 	auth     *auth.Service
 	sessions *middleware.Sessions
 	origins  *middleware.Origins
+	locales  *middleware.Locales
 	siteName string
 	log      *slog.Logger
 }
 
 // New returns the pages.
 func New(d Deps) *Pages {
-	return &Pages{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, siteName: d.SiteName, log: d.Logger}
+	return &Pages{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, locales: d.Locales, siteName: d.SiteName, log: d.Logger}
 }
 
 // Mount registers the pages' routes, each with its per-IP limits, declaring the public ones to
@@ -79,14 +83,21 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Post("/account/delete", formLimit, h.deleteAccount)
 	app.Post("/account/devices/sign-out", formLimit, h.signOutDevice)
 	app.Post("/account/devices/sign-out-others", formLimit, h.signOutOtherDevices)
+	app.Post(public("/locale"), formLimit, h.switchLocale)
 	h.mountAdmin(app, formLimit)
 }
 
-// render writes a component as the HTML answer. It renders into a buffer first, so a failure
-// half-way becomes a clean error page rather than half a page with a 200.
-func render(c *fiber.Ctx, status int, component templ.Component) error {
+// render writes a component as the HTML answer, in the request's language. It renders into a
+// buffer first, so a failure half-way becomes a clean error page rather than half a page with a
+// 200.
+func (h *Pages) render(c *fiber.Ctx, status int, component templ.Component) error {
+	return render(c, h.locales.Of(c), status, component)
+}
+
+// render writes component in the language l.
+func render(c *fiber.Ctx, l *i18n.Locale, status int, component templ.Component) error {
 	var buf bytes.Buffer
-	if err := component.Render(c.UserContext(), &buf); err != nil {
+	if err := component.Render(i18n.NewContext(c.UserContext(), l), &buf); err != nil {
 		return fmt.Errorf("rendering: %w", err)
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
@@ -95,9 +106,16 @@ func render(c *fiber.Ctx, status int, component templ.Component) error {
 
 func isHTMX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
 
-// page builds the layout's model, with the signed-in person if there is one.
-func (h *Pages) page(c *fiber.Ctx, title string) (views.Page, error) {
-	p := views.Page{Title: title, SiteName: h.siteName}
+// lang is the language of c's request.
+func (h *Pages) lang(c *fiber.Ctx) *i18n.Locale { return h.locales.Of(c) }
+
+// page builds the layout's model, titled by the message titleKey ("" for none), with the
+// signed-in person if there is one.
+func (h *Pages) page(c *fiber.Ctx, titleKey string) (views.Page, error) {
+	p := views.Page{SiteName: h.siteName, Here: here(c)}
+	if titleKey != "" {
+		p.Title = h.lang(c).T(titleKey)
+	}
 	st, err := h.sessions.Resolve(c, middleware.Options{})
 	if err != nil {
 		return p, err
@@ -108,8 +126,52 @@ func (h *Pages) page(c *fiber.Ctx, title string) (views.Page, error) {
 	return p, nil
 }
 
+// here is where the language switch of c's page brings the person back to: the page itself, or
+// for a page that answered a form, the page of this site the form was on (its Referer); "" when
+// that is no plain relative path (the switch then goes to the front page). Of the query, only the
+// parameters whose values are plain words or plain relative paths are kept (a purchase id, a
+// link's token, a checked redirect target), so a page never carries a value someone put in its
+// link to send people elsewhere.
+func here(c *fiber.Ctx) string {
+	var u *url.URL
+	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
+		u = &url.URL{Path: c.Path(), RawQuery: string(c.Request().URI().QueryString())}
+	} else {
+		ref, err := url.Parse(c.Get(fiber.HeaderReferer))
+		if err != nil || ref.Host != string(c.Request().Header.Host()) {
+			return ""
+		}
+		u = ref
+	}
+	query := url.Values{}
+	for name, vs := range u.Query() {
+		for _, v := range vs {
+			if plainValue(v) {
+				query.Add(name, v)
+			}
+		}
+	}
+	next := u.Path
+	if len(query) > 0 {
+		next += "?" + query.Encode()
+	}
+	return middleware.SafeNext(next)
+}
+
+// plainValue reports whether a query value is a word of letters, digits and "._~-", or a plain
+// relative path (middleware.SafeNext), of at most 512 bytes.
+func plainValue(v string) bool {
+	if len(v) > 512 {
+		return false
+	}
+	if strings.HasPrefix(v, "/") {
+		return middleware.SafeNext(v) != ""
+	}
+	return strings.Trim(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-") == ""
+}
+
 // The refusals of the pages themselves, as Fiber errors: the error handler answers them with
-// their status, and the error page shows their message where it has no words of its own.
+// their status, and the error page shows them in its own words (ownRefusals).
 var (
 	// errSignInFirst refuses a change to the account without a session.
 	errSignInFirst = fiber.NewError(fiber.StatusUnauthorized, "Unauthorized")
@@ -160,11 +222,39 @@ func purchaseParam(s string) string {
 }
 
 func (h *Pages) home(c *fiber.Ctx) error {
-	p, err := h.page(c, "Welcome")
+	p, err := h.page(c, "title.home")
 	if err != nil {
 		return err
 	}
-	return render(c, fiber.StatusOK, views.Home(p))
+	return h.render(c, fiber.StatusOK, views.Home(p))
+}
+
+// switchLocale is POST /locale {locale, next}, the language switch: the browser keeps the
+// language in a cookie, and goes back to next, a plain relative path of this site (anything else
+// goes to the front page, so the form cannot send anyone elsewhere). A signed-in person's account
+// takes the language too, for its e-mails. A language the service does not speak changes
+// nothing.
+func (h *Pages) switchLocale(c *fiber.Ctx) error {
+	next := middleware.SafeNext(formValue(c, "next"))
+	if next == "" {
+		next = "/"
+	}
+	l, ok := i18n.Lookup(formValue(c, "locale"))
+	if !ok {
+		return c.Redirect(next, fiber.StatusSeeOther)
+	}
+	h.locales.Remember(c, l)
+	st, err := h.sessions.Resolve(c, middleware.Options{})
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		// Best effort: the pages are in the chosen language whatever happens to the account's.
+		if err := h.auth.SetLocale(c.UserContext(), st, l.Code()); err != nil && !errors.Is(err, auth.ErrImpersonated) {
+			h.log.WarnContext(c.UserContext(), "storing the account's language failed", "error", err)
+		}
+	}
+	return c.Redirect(next, fiber.StatusSeeOther)
 }
 
 // signInPage serves /auth/sign-in and /auth/sign-up. Someone already signed in goes straight on,
@@ -191,17 +281,19 @@ func (h *Pages) signInPage(mode views.Mode) fiber.Handler {
 	}
 }
 
-// signUpNote says, in words, who may create an account when sign-up is gated; "" when anyone may.
-func (h *Pages) signUpNote() string {
+// signUpNote says in l, in words, who may create an account when sign-up is gated; "" when
+// anyone may.
+func (h *Pages) signUpNote(l *i18n.Locale) string {
 	policy := h.auth.SignUp()
 	switch {
 	case policy.Closed:
-		return "New accounts can't be created here: only existing accounts can sign in."
+		return l.T("signup_note.closed")
 	case len(policy.Domains) == 1:
-		return "New accounts are for addresses at " + policy.Domains[0] + "."
+		return l.Tf("signup_note.domain", map[string]any{"Domain": policy.Domains[0]})
 	case len(policy.Domains) > 1:
 		last := len(policy.Domains) - 1
-		return "New accounts are for addresses at " + strings.Join(policy.Domains[:last], ", ") + " and " + policy.Domains[last] + "."
+		list := l.Tf("list.and", map[string]any{"Items": strings.Join(policy.Domains[:last], ", "), "Last": policy.Domains[last]})
+		return l.Tf("signup_note.domains", map[string]any{"Domains": list})
 	}
 	return ""
 }
@@ -209,25 +301,25 @@ func (h *Pages) signUpNote() string {
 // renderEntry answers with the code-entry component: the fragment for htmx, else the whole page
 // of its mode.
 func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
-	e.SignUpNote = h.signUpNote()
+	e.SignUpNote = h.signUpNote(h.lang(c))
 	if isHTMX(c) {
-		return render(c, status, views.CodeEntry(e))
+		return h.render(c, status, views.CodeEntry(e))
 	}
 	switch e.Mode {
 	case views.ModeCheckout:
 		return h.renderCheckout(c, status, e.Purchase, &e, "")
 	case views.ModeSignUp:
-		p, err := h.page(c, "Create your account")
+		p, err := h.page(c, "title.sign_up")
 		if err != nil {
 			return err
 		}
-		return render(c, status, views.SignIn(p, e))
+		return h.render(c, status, views.SignIn(p, e))
 	default:
-		p, err := h.page(c, "Sign in")
+		p, err := h.page(c, "title.sign_in")
 		if err != nil {
 			return err
 		}
-		return render(c, status, views.SignIn(p, e))
+		return h.render(c, status, views.SignIn(p, e))
 	}
 }
 
@@ -235,13 +327,13 @@ func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
 func (h *Pages) sendCode(c *fiber.Ctx) error {
 	e := entryFromForm(c)
 	resend := formValue(c, "resend") == "1"
-	err := h.auth.SendSignInCode(c.UserContext(), e.Email)
+	err := h.auth.SendSignInCode(c.UserContext(), e.Email, h.lang(c).Code())
 	if err == nil {
 		e.Email, _ = auth.NormalizeEmail(e.Email)
 		e.Step, e.Cooldown, e.Resent = views.StepCode, views.ResendCooldown, resend
 		return h.renderEntry(c, fiber.StatusOK, e)
 	}
-	pr, known := explain(err, countedCodes)
+	pr, known := explain(h.lang(c), err, countedCodes)
 	if !known {
 		return err
 	}
@@ -259,11 +351,11 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: e.Email, Code: formValue(c, "otp"),
+		Email: e.Email, Code: formValue(c, "otp"), Locale: h.lang(c).Code(),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
-		pr, known := explain(err, countedAttempts)
+		pr, known := explain(h.lang(c), err, countedAttempts)
 		if !known {
 			return err
 		}
@@ -295,7 +387,7 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 		// The page decides what follows "verified": go on, grant the opt-in, or claim.
 		trigger, _ := json.Marshal(map[string]map[string]string{"verified": {"redirect": next}})
 		c.Set("HX-Trigger", string(trigger))
-		return render(c, fiber.StatusOK, views.CodeEntry(e))
+		return h.render(c, fiber.StatusOK, views.CodeEntry(e))
 	}
 	// Without JavaScript the server does what the page script would.
 	switch e.Mode {
@@ -306,7 +398,7 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 		}
 	case views.ModeCheckout:
 		if _, err := h.auth.ClaimPurchase(c.UserContext(), res.User, e.Purchase); err != nil {
-			pr, known := explain(err, countedRequests)
+			pr, known := explain(h.lang(c), err, countedRequests)
 			if !known {
 				return err
 			}
@@ -317,9 +409,10 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 	return c.Redirect(next, fiber.StatusSeeOther)
 }
 
-// evidence describes the request a consent came through.
+// evidence describes the request a consent came through, and the language its words were shown
+// in.
 func (h *Pages) evidence(c *fiber.Ctx, source string) auth.ConsentEvidence {
-	return auth.ConsentEvidence{Source: source,
+	return auth.ConsentEvidence{Source: source, Locale: h.lang(c).Code(),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
 }
 
@@ -363,7 +456,7 @@ func (h *Pages) updateName(c *fiber.Ctx) error {
 	user, err := h.auth.UpdateUser(c.UserContext(), st.User.ID, auth.UserUpdate{Name: &name})
 	a := views.Account{Email: st.User.Email, Name: name}
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
@@ -371,7 +464,7 @@ func (h *Pages) updateName(c *fiber.Ctx) error {
 		if !isHTMX(c) {
 			return h.accountWith(c, pr.status, a)
 		}
-		return render(c, pr.status, views.NameForm(a))
+		return h.render(c, pr.status, views.NameForm(a))
 	}
 	updated := *st
 	updated.User = user
@@ -380,14 +473,14 @@ func (h *Pages) updateName(c *fiber.Ctx) error {
 		return c.Redirect("/account", fiber.StatusSeeOther)
 	}
 	a.Name, a.NameSaved = user.Name, true
-	return render(c, fiber.StatusOK, views.NameForm(a))
+	return h.render(c, fiber.StatusOK, views.NameForm(a))
 }
 
 // accountWith renders the account page with a given form state (a refused change without
 // JavaScript), adding the consent status and, for a session too old for the sensitive forms, the
 // sign-in-again link.
 func (h *Pages) accountWith(c *fiber.Ctx, status int, a views.Account) error {
-	p, err := h.page(c, "Your account")
+	p, err := h.page(c, "title.account")
 	if err != nil {
 		return err
 	}
@@ -405,7 +498,7 @@ func (h *Pages) accountWith(c *fiber.Ctx, status int, a views.Account) error {
 	if !h.auth.Fresh(st) {
 		a.ReauthURL = middleware.ReauthURL("/account")
 	}
-	return render(c, status, views.AccountPage(p, a))
+	return h.render(c, status, views.AccountPage(p, a))
 }
 
 // grantConsent is POST /account/consent.
@@ -432,7 +525,7 @@ func (h *Pages) changeConsent(c *fiber.Ctx, change func(context.Context, string,
 	if !isHTMX(c) {
 		return c.Redirect("/account", fiber.StatusSeeOther)
 	}
-	return render(c, fiber.StatusOK, views.ConsentStatus(optedIn))
+	return h.render(c, fiber.StatusOK, views.ConsentStatus(optedIn))
 }
 
 // checkout is GET /checkout/success?purchase=<id>: the guest purchase and the component that
@@ -444,7 +537,7 @@ func (h *Pages) checkout(c *fiber.Ctx) error {
 // renderCheckout renders the checkout page for purchaseID, with the component at entry (or at its
 // first step) and claimError when a claim was refused.
 func (h *Pages) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entry *views.Entry, claimError string) error {
-	p, err := h.page(c, "Your purchase")
+	p, err := h.page(c, "title.purchase")
 	if err != nil {
 		return err
 	}
@@ -452,7 +545,7 @@ func (h *Pages) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entr
 	purchase, err := h.auth.Purchase(c.UserContext(), purchaseID)
 	switch {
 	case errors.Is(err, auth.ErrPurchaseNotFound):
-		return render(c, fiber.StatusNotFound, views.CheckoutPage(p, view))
+		return h.render(c, fiber.StatusNotFound, views.CheckoutPage(p, view))
 	case err != nil:
 		return err
 	}
@@ -462,12 +555,12 @@ func (h *Pages) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entr
 	}
 	if entry != nil {
 		view.Entry = *entry
-		view.Entry.SignUpNote = h.signUpNote()
+		view.Entry.SignUpNote = h.signUpNote(h.lang(c))
 	} else {
 		view.Entry = views.Entry{Mode: views.ModeCheckout, Step: views.StepEmail, Email: purchase.Email, Purchase: purchase.ID,
-			SignUpNote: h.signUpNote()}
+			SignUpNote: h.signUpNote(h.lang(c))}
 	}
-	return render(c, status, views.CheckoutPage(p, view))
+	return h.render(c, status, views.CheckoutPage(p, view))
 }
 
 // claim is POST /checkout/claim: links the purchase to the signed-in account when the account's
@@ -482,7 +575,7 @@ func (h *Pages) claim(c *fiber.Ctx) error {
 	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil}
 	status := fiber.StatusOK
 	if err != nil {
-		pr, known := explain(err, countedRequests)
+		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {
 			return err
 		}
@@ -494,5 +587,5 @@ func (h *Pages) claim(c *fiber.Ctx) error {
 	if !isHTMX(c) {
 		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(id), fiber.StatusSeeOther)
 	}
-	return render(c, status, views.ClaimStatus(view))
+	return h.render(c, status, views.ClaimStatus(view))
 }
