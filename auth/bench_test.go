@@ -80,7 +80,7 @@ func BenchmarkVerifyCode(b *testing.B) {
 				b.StopTimer()
 				i++
 				email := fmt.Sprintf("bench-%d@example.com", i)
-				if err := e.Auth.SendSignInCode(ctx, email, "en"); err != nil {
+				if err := e.Auth.SendSignInCode(ctx, email, "en", ""); err != nil {
 					b.Fatal(err)
 				}
 				code := e.Mailer.LastCode(email)
@@ -106,7 +106,7 @@ func BenchmarkVerifyCodeReturning(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				e.Clock.Advance(4 * time.Minute) // within the address's send limit
-				if err := e.Auth.SendSignInCode(ctx, email, "en"); err != nil {
+				if err := e.Auth.SendSignInCode(ctx, email, "en", ""); err != nil {
 					b.Fatal(err)
 				}
 				code := e.Mailer.LastCode(email)

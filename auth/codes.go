@@ -33,7 +33,11 @@ type codeStore interface {
 // An address gets SendLimit codes per SendWindow (resends included), counted in the database
 // across instances, and none while it is locked by failed verifications; both refusals are
 // RateLimitErrors.
-func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale string) error {
+//
+// With sign-in links (AUTH_SIGNIN_LINK) the e-mail also carries a link that signs in with the
+// code (signinlink.go), bound to browser, the value the asking browser keeps in a cookie ("" for
+// none: an app, or a browser without the sign-in page's cookie).
+func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale, browser string) error {
 	email, err := NormalizeEmail(rawEmail)
 	if err != nil {
 		return err
@@ -55,7 +59,18 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale string) e
 	// that has the address, which the store reads in the send's transaction, else in the
 	// request's (locale), and says how long the code has left.
 	codeMail := func(code string, expires time.Time, accountLocale string) (models.OutboxMessage, error) {
-		d, err := s.compose.In(pickLocale(accountLocale, locale)).SignInCode(email, code, expires.Sub(s.now()))
+		c, now := s.compose.In(pickLocale(accountLocale, locale)), s.now()
+		var d mail.Draft
+		var err error
+		if s.signInLinks {
+			link, lerr := s.signInLink(ctx, email, code, browser, now, expires)
+			if lerr != nil {
+				return models.OutboxMessage{}, lerr
+			}
+			d, err = c.SignInCodeWithLink(email, code, link, expires.Sub(now))
+		} else {
+			d, err = c.SignInCode(email, code, expires.Sub(now))
+		}
 		return s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &expires, Supersede: "sign-in-code:" + email, Withhold: withhold})
 	}
 	m := func(accountLocale string) (models.OutboxMessage, error) {

@@ -22,6 +22,7 @@ type keys struct {
 	cache    cipher.AEAD // seals the session_data cookie cache
 	jwt      cipher.AEAD // seals the private JWT signing keys in the jwks table
 	code     cipher.AEAD // seals sign-in codes in their rows, for a resend (sealCode)
+	link     cipher.AEAD // seals the sign-in links of code e-mails (signInLink)
 }
 
 // macs hands out reusable HMAC-SHA256s keyed with one key: hashes of codes and addresses are on
@@ -66,7 +67,12 @@ func newKeys(secret []byte) (*keys, error) {
 	if err != nil {
 		return nil, err
 	}
+	link, err := newAEAD(deriveKey(secret, "sign-in-link"))
+	if err != nil {
+		return nil, err
+	}
 	return &keys{
+		link:     link,
 		code:     code,
 		otp:      macs{key: deriveKey(secret, "otp")},
 		throttle: macs{key: deriveKey(secret, "throttle")},

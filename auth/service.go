@@ -78,6 +78,8 @@ type Options struct {
 	// AdminEmails are the addresses whose accounts are made admins when they are created or next
 	// sign in (AUTH_ADMIN_EMAILS).
 	AdminEmails []string
+	// SignInLinks puts a sign-in link in the code e-mail beside the code (AUTH_SIGNIN_LINK).
+	SignInLinks bool
 	// Now is the clock; nil means time.Now. Tests pass a clock they can move.
 	Now func() time.Time
 	// Logger receives operational events. It is never given codes or tokens.
@@ -110,8 +112,10 @@ type Service struct {
 	signUp SignUpPolicy
 	// newDeviceNotice is Options.NewDeviceNotice.
 	newDeviceNotice bool
-	jwt             *jwts
-	stats           counters
+	// signInLinks is Options.SignInLinks.
+	signInLinks bool
+	jwt         *jwts
+	stats       counters
 	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
 	pruneBatch int
 }
@@ -141,6 +145,7 @@ func New(opts Options) (*Service, error) {
 		revoked:         newRevocations(),
 		adminEmails:     map[string]bool{},
 		newDeviceNotice: opts.NewDeviceNotice,
+		signInLinks:     opts.SignInLinks,
 		signUp:          opts.SignUp,
 		auditRetention:  opts.AuditRetention,
 		pruneBatch:      pruneBatch,

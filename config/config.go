@@ -52,6 +52,8 @@ type Config struct {
 	Secret []byte
 	// NewDeviceNotice is AUTH_NEW_DEVICE_NOTICE.
 	NewDeviceNotice bool
+	// SignInLinks is AUTH_SIGNIN_LINK.
+	SignInLinks bool
 	// AuditRetention is AUTH_AUDIT_RETENTION.
 	AuditRetention time.Duration
 	// SignUp is who may create an account: AUTH_DISABLE_SIGNUP and AUTH_ALLOWED_EMAIL_DOMAINS.

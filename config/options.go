@@ -258,6 +258,9 @@ var options = []option{
 	{name: "AUTH_NEW_DEVICE_NOTICE", def: "true",
 		doc: "E-mails an account when it signs in from a browser or app (its family and system, not its version) it has not used for 90 days, naming the device, the time and the network and linking to the devices card; not on an account's first sign-in. `false` turns it off, and no devices are recorded.",
 		set: func(c *Config, v string) error { return parseSwitch(v, &c.NewDeviceNotice) }},
+	{name: "AUTH_SIGNIN_LINK", def: "false",
+		doc: "`true` puts a sign-in link in the code e-mail beside the code: it opens a page that signs in when its button is pressed (so mail scanners that open links cannot use it), with the code's own expiry, attempts and single use. Opened in the browser that asked for the code it signs in at once; elsewhere it first names the device that asked.",
+		set: func(c *Config, v string) error { return parseSwitch(v, &c.SignInLinks) }},
 	{name: "AUTH_DELETION_GRACE", def: hours(auth.DefaultDeletionGrace), shown: days(hours(auth.DefaultDeletionGrace), auth.DefaultDeletionGrace),
 		doc: "How long a deleted account can be restored by signing in, before the nightly purge removes it.",
 		set: func(c *Config, v string) error {

@@ -125,6 +125,14 @@ func (c Composer) SignInCode(to, code string, lifetime time.Duration) (Draft, er
 	return d, err
 }
 
+// SignInCodeWithLink carries a sign-in code, which expires after lifetime, and link, the page that
+// signs in with it (AUTH_SIGNIN_LINK).
+func (c Composer) SignInCodeWithLink(to, code, link string, lifetime time.Duration) (Draft, error) {
+	d, err := c.draft(KindSignInCodeLink, to, map[string]string{"otp": code, "expiresIn": c.lang().InMinutes(lifetime), "signInUrl": link})
+	d.Code, d.Link = code, link
+	return d, err
+}
+
 // ChangeEmailCode carries the code that confirms a new address from the app, which expires
 // after lifetime.
 func (c Composer) ChangeEmailCode(to, code string, lifetime time.Duration) (Draft, error) {

@@ -21,6 +21,9 @@ type Kind string
 const (
 	// KindSignInCode carries a one-time sign-in code.
 	KindSignInCode Kind = "sign-in-code"
+	// KindSignInCodeLink carries a one-time sign-in code and a link that signs in with it
+	// (AUTH_SIGNIN_LINK).
+	KindSignInCodeLink Kind = "sign-in-code-link"
 	// KindChangeEmailCode carries the code that confirms a new address (app flow).
 	KindChangeEmailCode Kind = "change-email-code"
 	// KindChangeEmailLink carries the link that confirms a new address (web flow).

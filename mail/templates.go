@@ -67,6 +67,7 @@ type kindSpec struct {
 // kinds are the kinds of e-mail with their values.
 var kinds = map[Kind]kindSpec{
 	KindSignInCode:           {vars: []string{"otp", "expiresIn"}, required: []string{"otp"}},
+	KindSignInCodeLink:       {vars: []string{"otp", "expiresIn", "signInUrl"}, required: []string{"otp", "signInUrl"}},
 	KindChangeEmailCode:      {vars: []string{"otp", "expiresIn"}, required: []string{"otp"}},
 	KindChangeEmailLink:      {vars: []string{"verificationUrl", "oldEmail", "within"}, required: []string{"verificationUrl"}},
 	KindEmailChanged:         {vars: []string{"newEmail", "restoreUrl", "within"}, required: []string{"restoreUrl"}},

@@ -24,6 +24,7 @@ func drafts(t *testing.T, c Composer) map[Kind]Draft {
 		out[d.Kind] = d
 	}
 	add(c.SignInCode("a@example.com", "482913", 10*time.Minute))
+	add(c.SignInCodeWithLink("a@example.com", "482913", "https://auth.acme.test/auth/sign-in-link?token=x", 10*time.Minute))
 	add(c.ChangeEmailCode("a@example.com", "482913", 10*time.Minute))
 	add(c.ChangeEmailLink("n@example.com", "a@example.com", "https://auth.acme.test/auth/verify-email?token=x", 15*time.Minute))
 	add(c.EmailChanged("a@example.com", "n@example.com", "https://auth.acme.test/r?token=z", 7*24*time.Hour))

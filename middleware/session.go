@@ -22,7 +22,9 @@ type Sessions struct {
 	tokenCookie string
 	dataCookie  string
 	adminCookie string
-	secure      bool
+	// browserCookie marks the browser a code was asked from (the sign-in link).
+	browserCookie string
+	secure        bool
 }
 
 // NewSessions returns the session middleware for the cookie prefix, signing tokens with signer;
@@ -30,7 +32,8 @@ type Sessions struct {
 func NewSessions(svc *auth.Service, signer *credential.Signer, cookiePrefix string, secure bool) *Sessions {
 	token, data := credential.CookieNames(cookiePrefix, secure)
 	return &Sessions{auth: svc, signer: signer, tokenCookie: token, dataCookie: data,
-		adminCookie: credential.AdminCookieName(cookiePrefix, secure), secure: secure}
+		adminCookie: credential.AdminCookieName(cookiePrefix, secure), browserCookie: credential.BrowserCookieName(cookiePrefix, secure),
+		secure: secure}
 }
 
 // CookieSent reports whether the request carried a session cookie, which marks a browser.
@@ -223,6 +226,25 @@ func (m *Sessions) AdminSession(c *fiber.Ctx) (string, bool) {
 		return "", false
 	}
 	return m.signer.Verify(string(raw))
+}
+
+// BrowserBinding returns the value marking the request's browser as one a sign-in code was asked
+// from (auth.NewBrowserBinding), or "". With keep, the browser keeps it (a new one if it had
+// none) for as long as a code asked for now lives, so the code e-mail's sign-in link opened in it
+// signs in without asking.
+func (m *Sessions) BrowserBinding(c *fiber.Ctx, keep bool) (string, error) {
+	v := c.Cookies(m.browserCookie)
+	if !keep {
+		return v, nil
+	}
+	if len(v) < 16 || len(v) > 64 {
+		var err error
+		if v, err = auth.NewBrowserBinding(); err != nil {
+			return "", err
+		}
+	}
+	m.setCookie(c, m.browserCookie, v, int(auth.OTPLifetime/time.Second))
+	return v, nil
 }
 
 // ClearAdminSession expires the admin session cookie.

@@ -184,6 +184,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		JWT:                    auth.JWTOptions{Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, Rotation: cfg.JWTRotation},
 		AdminEmails:            cfg.AdminEmails,
 		NewDeviceNotice:        cfg.NewDeviceNotice,
+		SignInLinks:            cfg.SignInLinks,
 		SignUp:                 cfg.SignUp,
 		AuditRetention:         cfg.AuditRetention,
 		Now:                    opts.Now,

@@ -197,6 +197,16 @@ type EmailLink struct {
 	Deleted bool
 }
 
+// SignInLink is the page of the code e-mail's sign-in link: the address it signs in, whether it
+// was opened in the browser that asked for the code, and if not the device, network and time of
+// the asking (in the page's language); or the Error that it cannot sign in.
+type SignInLink struct {
+	Token, Email   string
+	SameBrowser    bool
+	Device, IP     string
+	AskedAt, Error string
+}
+
 // Checkout is the checkout success page: the purchase and the code-entry component that claims it.
 type Checkout struct {
 	Found       bool

@@ -24,7 +24,11 @@ func (h *API) sendVerificationOTP(c *fiber.Ctx) error {
 	if req.Type != auth.PurposeSignIn {
 		return errInvalidOTPType
 	}
-	if err := h.auth.SendSignInCode(c.UserContext(), req.Email, h.locales.Of(c).Code()); err != nil {
+	// An app's request carries no browser mark, and the API sets none (better-auth's answer has
+	// no such cookie): the sign-in link then asks before it signs in. A browser that asked on
+	// the sign-in page before keeps its mark.
+	browser, _ := h.sessions.BrowserBinding(c, false)
+	if err := h.auth.SendSignInCode(c.UserContext(), req.Email, h.locales.Of(c).Code(), browser); err != nil {
 		return err
 	}
 	return c.JSON(successResponse{Success: true})

@@ -75,6 +75,8 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Get(public("/auth/restore-email"), h.restoreEmailPage)
 	app.Post(public("/auth/restore-email"), formLimit, signInLimit, h.restoreEmail)
 	app.Get(public("/auth/account-deleted"), h.accountDeleted)
+	app.Get(public(auth.SignInLinkPath), h.signInLinkPage)
+	app.Post(public(auth.SignInLinkPath), formLimit, signInLimit, h.signInWithLink)
 	app.Get("/account", h.account)
 	app.Post("/account/name", formLimit, h.updateName)
 	app.Post("/account/consent", formLimit, h.grantConsent)
@@ -327,7 +329,11 @@ func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
 func (h *Pages) sendCode(c *fiber.Ctx) error {
 	e := entryFromForm(c)
 	resend := formValue(c, "resend") == "1"
-	err := h.auth.SendSignInCode(c.UserContext(), e.Email, h.lang(c).Code())
+	browser, err := h.sessions.BrowserBinding(c, h.auth.SignInLinks())
+	if err != nil {
+		return err
+	}
+	err = h.auth.SendSignInCode(c.UserContext(), e.Email, h.lang(c).Code(), browser)
 	if err == nil {
 		e.Email, _ = auth.NormalizeEmail(e.Email)
 		e.Step, e.Cooldown, e.Resent = views.StepCode, views.ResendCooldown, resend

@@ -59,9 +59,17 @@ func (m *Memory) Find(kind mail.Kind, to string) []mail.Message {
 	return out
 }
 
-// LastCode returns the code of the newest sign-in code e-mail to the address to, or "".
+// LastCode returns the code of the newest sign-in code e-mail to the address to, with or without
+// a sign-in link, or "".
 func (m *Memory) LastCode(to string) string {
-	return m.Last(mail.KindSignInCode, to).Code
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.messages) - 1; i >= 0; i-- {
+		if msg := m.messages[i]; msg.To == to && (msg.Kind == mail.KindSignInCode || msg.Kind == mail.KindSignInCodeLink) {
+			return msg.Code
+		}
+	}
+	return ""
 }
 
 // Last returns the newest message of kind to the address to, or the zero Message.

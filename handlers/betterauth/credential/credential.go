@@ -34,6 +34,10 @@ const (
 	// AdminCookieSuffix follows the cookie prefix in the name of the cookie that keeps an
 	// admin's own signed session token while the admin impersonates someone (admin plugin).
 	AdminCookieSuffix = ".admin_session"
+	// BrowserCookieSuffix follows the cookie prefix in the name of the cookie that marks the
+	// browser a sign-in code was asked from, for the code e-mail's sign-in link (ours, not
+	// better-auth's).
+	BrowserCookieSuffix = ".signin_browser"
 )
 
 // CookieNames returns the names of the session token cookie and of the cookie cache for the
@@ -47,10 +51,20 @@ func CookieNames(prefix string, secure bool) (token, data string) {
 
 // AdminCookieName is the name of the admin session cookie for the cookie prefix.
 func AdminCookieName(prefix string, secure bool) string {
+	return cookieName(prefix, secure, AdminCookieSuffix)
+}
+
+// BrowserCookieName is the name of the sign-in link's browser cookie for the cookie prefix.
+func BrowserCookieName(prefix string, secure bool) string {
+	return cookieName(prefix, secure, BrowserCookieSuffix)
+}
+
+// cookieName is the prefix, marked __Secure- over https, and the suffix.
+func cookieName(prefix string, secure bool, suffix string) string {
 	if secure {
 		prefix = SecureCookiePrefix + prefix
 	}
-	return prefix + AdminCookieSuffix
+	return prefix + suffix
 }
 
 // signatureLength is the length of the padded standard-base64 HMAC-SHA256 signature.
