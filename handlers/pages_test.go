@@ -80,7 +80,7 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 		public[route.Method+" "+p] = true
 	}
 	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success",
-		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted"} {
+		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted", "GET /auth/sign-in-link"} {
 		// HEAD is answered like GET.
 		head := "HEAD " + strings.TrimPrefix(want, "GET ")
 		if !public[want] || !public[head] {
@@ -91,7 +91,7 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 	// The public form posts answer for themselves (a wrong body, a missing session).
 	for _, allowed := range []string{"POST /auth/code", "POST /auth/verify", "POST /auth/sign-out", "POST /checkout/claim",
-		"POST /auth/verify-email", "POST /auth/restore-email", "POST /locale"} {
+		"POST /auth/verify-email", "POST /auth/restore-email", "POST /locale", "POST /auth/sign-in-link"} {
 		if !public[allowed] {
 			t.Fatalf("%s is guarded, but its handler is meant to answer anonymous visitors itself", allowed)
 		}
