@@ -19,6 +19,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 	goi18n "github.com/nicksnyder/go-i18n/v2/i18n"
@@ -45,7 +46,19 @@ type Locale struct {
 	plain map[string]string
 	// months are the month names, January first.
 	months [12]string
+	// counted caches the plural messages Tn renders with no values but their count: the
+	// durations of e-mails ("in 10 minutes"), a handful of counts each, asked for on every send.
+	counted sync.Map // countedKey → string
 }
+
+// countedKey is a plural message and its count.
+type countedKey struct {
+	id string
+	n  int
+}
+
+// maxCounted bounds the counts Tn caches, so the cache holds a few hundred entries at most.
+const maxCounted = 100
 
 // Code is the language's code, as the language switch, the cookie and the account store it
 // ("de").
@@ -86,6 +99,12 @@ func (l *Locale) Tf(id string, data map[string]any) string {
 // Tn is the plural message id in the form the language uses for n, with n as {{.Count}} and
 // the other values of data.
 func (l *Locale) Tn(id string, n int, data map[string]any) string {
+	cacheable := len(data) == 0 && n >= 0 && n <= maxCounted
+	if cacheable {
+		if s, ok := l.counted.Load(countedKey{id, n}); ok {
+			return s.(string)
+		}
+	}
 	values := make(map[string]any, len(data)+1)
 	for k, v := range data {
 		values[k] = v
@@ -94,6 +113,9 @@ func (l *Locale) Tn(id string, n int, data map[string]any) string {
 	s, err := l.loc.Localize(&goi18n.LocalizeConfig{MessageID: id, PluralCount: n, TemplateData: values, TemplateParser: parser})
 	if err != nil {
 		return id
+	}
+	if cacheable {
+		l.counted.Store(countedKey{id, n}, s)
 	}
 	return s
 }
