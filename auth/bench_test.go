@@ -118,3 +118,23 @@ func BenchmarkVerifyCodeReturning(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSendCode is a first send of a code to a new address: the send counted, the account's
+// language read, the code made, sealed and stored and its e-mail composed and queued, in one
+// transaction.
+func BenchmarkSendCode(b *testing.B) {
+	for _, dialect := range []string{testkit.SQLite, testkit.Postgres} {
+		b.Run(dialect, func(b *testing.B) {
+			e := testkit.New(b, dialect)
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				if err := e.Auth.SendSignInCode(ctx, fmt.Sprintf("send-%d@example.com", i), "en", ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
