@@ -98,8 +98,10 @@ func OTPAlphabet() string { return auth.OTPAlphabet }
 // OTPInputMode is the input's inputmode, "numeric" for digit codes.
 func OTPInputMode() string { return auth.OTPInputMode() }
 
-// OTPPattern is the input's pattern attribute: exactly OTPLength characters of OTPAlphabet. Browsers
-// compile patterns in the regular expression v mode, where punctuation in a class is escaped.
+// OTPPattern is the input's pattern attribute: exactly OTPLength characters of OTPAlphabet, with
+// spaces anywhere around and between them (" 709 775 " pasted from an e-mail; the page's verify
+// takes them out). Browsers compile patterns in the regular expression v mode, where punctuation
+// in a class is escaped.
 func OTPPattern() string {
 	var class strings.Builder
 	if auth.OTPAlphabet == "0123456789" {
@@ -112,8 +114,12 @@ func OTPPattern() string {
 			class.WriteRune(r)
 		}
 	}
-	return "[" + class.String() + "]{" + strconv.Itoa(auth.OTPLength) + "}"
+	return `\s*(?:[` + class.String() + `]\s*){` + strconv.Itoa(auth.OTPLength) + "}"
 }
+
+// OTPMaxLength is the input's maxlength: room for the code with a space between each of its
+// characters and around it, so a pasted code with spaces is never cut.
+func OTPMaxLength() string { return strconv.Itoa(2*auth.OTPLength + 1) }
 
 // Account is the account page.
 type Account struct {

@@ -15,6 +15,7 @@ import (
 	"mime"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"codeauth/auth"
 	"codeauth/i18n"
@@ -86,6 +87,8 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Post("/account/devices/sign-out", formLimit, h.signOutDevice)
 	app.Post("/account/devices/sign-out-others", formLimit, h.signOutOtherDevices)
 	app.Post(public("/locale"), formLimit, h.switchLocale)
+	app.Get(public("/robots.txt"), robots)
+	app.Get(public("/favicon.ico"), favicon)
 	h.mountAdmin(app, formLimit)
 }
 
@@ -203,6 +206,16 @@ func RequireForms(c *fiber.Ctx) error {
 // (catalogue #67, #112; ASVS 14.2.1, 15.3.7). Every page handler reads its fields here.
 func formValue(c *fiber.Ctx, name string) string {
 	return string(c.Request().PostArgs().Peek(name))
+}
+
+// pastedCode is a code typed or pasted on a page without its spaces (" 709 775 " from an
+// e-mail), which the page's script takes out when it runs; the JSON API, better-auth's, refuses
+// them.
+func pastedCode(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsSpace) {
+		return s
+	}
+	return strings.Join(strings.Fields(s), "")
 }
 
 // entryFromForm reads the code-entry component's context back from its form.
@@ -357,7 +370,7 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 	e.Step = views.StepCode
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
-		Email: e.Email, Code: formValue(c, "otp"), Locale: h.lang(c).Code(),
+		Email: e.Email, Code: pastedCode(formValue(c, "otp")), Locale: h.lang(c).Code(),
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {

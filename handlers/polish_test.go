@@ -1,0 +1,52 @@
+package handlers_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"codeauth/internal/testkit"
+)
+
+// Issue 18 #7: what crawlers and browsers ask every site for is served, public, not sent to the
+// sign-in page; every page describes itself for search results.
+func TestPages_RobotsFaviconAndDescription(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	for _, method := range []string{"GET", "HEAD"} {
+		r := e.Do(testkit.Request{Method: method, Path: "/robots.txt"})
+		if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") ||
+			(method == "GET" && !strings.Contains(string(r.Body), "Disallow: /account")) {
+			t.Fatalf("%s /robots.txt: %d %q %s", method, r.Status, r.Header.Get("Content-Type"), r.Body)
+		}
+		r = e.Do(testkit.Request{Method: method, Path: "/favicon.ico"})
+		if r.Status != http.StatusOK || r.Header.Get("Content-Type") != "image/svg+xml" || (method == "GET" && !strings.Contains(string(r.Body), "<svg")) {
+			t.Fatalf("%s /favicon.ico: %d %q", method, r.Status, r.Header.Get("Content-Type"))
+		}
+	}
+	for _, path := range []string{"/", "/auth/sign-in", "/auth/sign-up"} {
+		for lang, want := range map[string]string{"en": "No passwords.", "de": "Ohne Passwörter.", "fr": "Sans mot de passe.", "es": "Sin contraseñas."} {
+			r := e.Do(testkit.Request{Path: path, Header: http.Header{"Accept-Language": {lang}}})
+			if !strings.Contains(string(r.Body), `<meta name="description" content="`) || !strings.Contains(string(r.Body), want) {
+				t.Fatalf("%s in %s has no description", path, lang)
+			}
+		}
+	}
+}
+
+// Issue 18 #8: without JavaScript, a code pasted with the spaces of the e-mail (" 709 775 ")
+// verifies on the page: the input takes it whole and the page takes the spaces out. The JSON API,
+// better-auth's, still refuses them.
+func TestPages_PastedCodeWithSpacesVerifiesWithoutJavaScript(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		code := e.SendCode("spaced@example.com")
+		spaced := " " + code[:3] + " " + code[3:] + " "
+		r := postForm(e, "/auth/verify", url.Values{"email": {"spaced@example.com"}, "otp": {spaced}, "mode": {"sign-in"}})
+		if r.Status != http.StatusSeeOther || r.Cookie("auth.session_token") == nil {
+			t.Fatalf("a spaced code on the page: %d %s", r.Status, r.Body)
+		}
+		code = e.SendCode("spaced-api@example.com")
+		e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": "spaced-api@example.com", "otp": " " + code[:3] + " " + code[3:]}).
+			ExpectError(t, http.StatusBadRequest, "INVALID_OTP")
+	})
+}
