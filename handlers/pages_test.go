@@ -80,7 +80,8 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 		public[route.Method+" "+p] = true
 	}
 	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success",
-		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted", "GET /auth/sign-in-link"} {
+		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted", "GET /auth/sign-in-link",
+		"GET /robots.txt", "GET /favicon.ico"} {
 		// HEAD is answered like GET.
 		head := "HEAD " + strings.TrimPrefix(want, "GET ")
 		if !public[want] || !public[head] {
