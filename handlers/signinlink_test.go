@@ -221,6 +221,8 @@ func TestSignInLink_RefusesWhatItDidNotMake(t *testing.T) {
 		}
 	}, withSignInLinks)
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		r0 := e.Post("/api/auth/email-otp/send-verification-otp", map[string]any{"email": "plain@example.com", "type": "sign-in"})
+		t.Logf("DBG %d %s\n%s", r0.Status, r0.Body, e.Logs.String())
 		e.SendCode("plain@example.com")
 		if m := e.Mailer.Last(mail.KindSignInCode, "plain@example.com"); m.Code == "" || m.Link != "" || strings.Contains(m.Text, auth.SignInLinkPath) {
 			t.Fatalf("without AUTH_SIGNIN_LINK the code e-mail is %+v", m)

@@ -151,7 +151,10 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 
 // sqliteDSN turns on WAL (readers never wait for the writer), foreign keys, a busy timeout and
 // immediate transactions, which take the write lock up front instead of failing to upgrade later.
+// The path is escaped for SQLite's file: URI, in which '?' starts the settings and '#' ends the
+// name: unescaped, a DATA_DIR such as "/srv/app#2" opened the file "/srv/app".
 func sqliteDSN(path string) string {
+	path = sqlitePathEscaper.Replace(path)
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -160,6 +163,10 @@ func sqliteDSN(path string) string {
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
 }
+
+// sqlitePathEscaper percent-escapes what SQLite's URI parser reads in a file name: '%' itself,
+// '?' and '#'.
+var sqlitePathEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // forUpdate makes q's SELECT lock the rows it reads until the transaction ends, on PostgreSQL.
 // SQLite needs no row locks: its transactions take the database's one write lock up front

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -59,4 +60,36 @@ func TestMigrateAddsTheAccountsLanguage(t *testing.T) {
 			t.Fatalf("the old account: %+v, %v", u, err)
 		}
 	})
+}
+
+// The embedded database is the file at its path, whatever the folder's name holds: a '#' or a
+// '?' (a test's subfolder "sqlite#01", a DATA_DIR such as "/srv/app#2") ended the file's name in
+// SQLite's URI, and every such folder wrote one shared file beside it, "/srv/app".
+func TestOpen_SQLitePathWithURICharacters(t *testing.T) {
+	ctx := context.Background()
+	for _, folder := range []string{"data#01", "data?x=1", "data%20", "a b#c?d%e"} {
+		dir := filepath.Join(t.TempDir(), folder)
+		path := filepath.Join(dir, "auth.db")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		db, err := Open(ctx, Options{SQLitePath: path})
+		if err != nil {
+			t.Fatalf("%q: %v", folder, err)
+		}
+		if err := db.Exec("CREATE TABLE probe (x int)").Error; err != nil {
+			t.Fatal(err)
+		}
+		var file string
+		db.Raw("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file)
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+		if file != path {
+			t.Fatalf("%q: the database is %q, want %q", folder, file, path)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("%q: no file at the path: %v", folder, err)
+		}
+	}
 }
