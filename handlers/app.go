@@ -83,7 +83,8 @@ func NewApp(d Deps) *fiber.App {
 		def = i18n.English()
 	}
 	locales := middleware.NewLocales(def, d.CookiePrefix, d.Secure)
-	errorHandler := ErrorHandler(log, siteName, locales)
+	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
+	errorHandler := ErrorHandler(log, siteName, locales, sessions)
 	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
 	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no
 	// middleware has seen: it gets the security headers here, from the same list.
@@ -105,7 +106,6 @@ func NewApp(d Deps) *fiber.App {
 	})
 	middleware.HookServer(app)
 
-	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
 	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
 	origins := middleware.NewOrigins(d.BaseURL, d.TrustedOrigins)
 	store := d.RateStore

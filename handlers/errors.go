@@ -17,9 +17,10 @@ import (
 // ErrorHandler writes the answer for an error returned by a handler or raised by the server. The
 // error's status comes from the one mapping (betterauth.Answer); the body is the API's JSON under
 // /api (and for the probes, and for a request whose path the server lost), and elsewhere the
-// pages' own rendering (pages.RenderError) in the request's language, which locales chooses. Unexpected errors are logged with the request's id and
-// answered with a generic 500 that reveals nothing about the cause.
-func ErrorHandler(log *slog.Logger, siteName string, locales *middleware.Locales) fiber.ErrorHandler {
+// pages' own rendering (pages.RenderError) in the request's language, which locales chooses,
+// with the header of the person sessions finds signed in. Unexpected errors are logged with the
+// request's id and answered with a generic 500 that reveals nothing about the cause.
+func ErrorHandler(log *slog.Logger, siteName string, locales *middleware.Locales, sessions *middleware.Sessions) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := betterauth.Answer(err)
 		switch {
@@ -38,6 +39,6 @@ func ErrorHandler(log *slog.Logger, siteName string, locales *middleware.Locales
 		if kind := middleware.KindOf(c); kind == middleware.APIPath || kind == middleware.ProbePath {
 			return betterauth.WriteError(c, answer)
 		}
-		return pages.RenderError(c, siteName, locales, answer.Status, answer.Message, err)
+		return pages.RenderError(c, siteName, locales, sessions, answer.Status, answer.Message, err)
 	}
 }

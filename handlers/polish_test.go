@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"codeauth/internal/testkit"
 )
@@ -48,5 +49,25 @@ func TestPages_PastedCodeWithSpacesVerifiesWithoutJavaScript(t *testing.T) {
 		code = e.SendCode("spaced-api@example.com")
 		e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": "spaced-api@example.com", "otp": " " + code[:3] + " " + code[3:]}).
 			ExpectError(t, http.StatusBadRequest, "INVALID_OTP")
+	})
+}
+
+// Issue 18 #4: the error page's header says who is signed in, as every page's does: a 404 of a
+// path nobody guards showed "Sign in" to a signed-in person.
+func TestPages_ErrorPageKnowsWhoIsSignedIn(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		s := e.SignIn("header@example.com")
+		e.Clock.Advance(time.Hour) // past the cookie cache: the page reads the session itself
+		for _, path := range []string{"/blog/post", "/account/nothing-here"} {
+			r := e.Do(testkit.Request{Path: path, Cookies: s.Cookies()})
+			body := string(r.Body)
+			if r.Status != http.StatusNotFound || !strings.Contains(body, `action="/auth/sign-out"`) || strings.Contains(body, `href="/auth/sign-in"`) {
+				t.Fatalf("%s signed in: %d, offers sign-out: %v, offers sign-in: %v", path, r.Status,
+					strings.Contains(body, `action="/auth/sign-out"`), strings.Contains(body, `href="/auth/sign-in"`))
+			}
+		}
+		if r := e.Get("/blog/post"); r.Status != http.StatusNotFound || !strings.Contains(string(r.Body), `href="/auth/sign-in"`) {
+			t.Fatalf("/blog/post signed out: %d", r.Status)
+		}
 	})
 }

@@ -139,9 +139,10 @@ func errorPageMessage(l *i18n.Locale, status int, fallback string, err error) st
 }
 
 // RenderError answers a page request that failed with status (the error's HTTP status; fallback
-// is its message for a program), in the request's language: an error page, or for htmx a notice
+// is its message for a program), with the header of whoever sessions finds signed in, in the
+// request's language: an error page, or for htmx a notice
 // swapped into the page's alert region.
-func RenderError(c *fiber.Ctx, siteName string, locales *middleware.Locales, status int, fallback string, err error) error {
+func RenderError(c *fiber.Ctx, siteName string, locales *middleware.Locales, sessions *middleware.Sessions, status int, fallback string, err error) error {
 	l := locales.Of(c)
 	message := errorPageMessage(l, status, fallback, err)
 	if isHTMX(c) {
@@ -149,5 +150,14 @@ func RenderError(c *fiber.Ctx, siteName string, locales *middleware.Locales, sta
 		c.Set("HX-Reswap", "innerHTML")
 		return render(c, l, status, views.Flash(message))
 	}
-	return render(c, l, status, views.ErrorPage(views.Page{Title: message, SiteName: siteName, Here: here(c)}, status, message))
+	p := views.Page{Title: message, SiteName: siteName, Here: here(c)}
+	// The header says who is signed in, as on every page (a 404 of a public path ran no session
+	// check). Not when the service itself failed: the error page must not fail again, or wait on
+	// the database that just failed it.
+	st := middleware.Current(c)
+	if st == nil && sessions != nil && status < fiber.StatusInternalServerError {
+		st, _ = sessions.Resolve(c, middleware.Options{})
+	}
+	p.User = viewUser(st)
+	return render(c, l, status, views.ErrorPage(p, status, message))
 }

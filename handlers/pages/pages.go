@@ -125,10 +125,16 @@ func (h *Pages) page(c *fiber.Ctx, titleKey string) (views.Page, error) {
 	if err != nil {
 		return p, err
 	}
-	if st != nil {
-		p.User = &views.User{Email: st.User.Email, Name: st.User.Name, Admin: adminLink(st)}
-	}
+	p.User = viewUser(st)
 	return p, nil
+}
+
+// viewUser is the signed-in person of st as the header shows them, or nil for nobody.
+func viewUser(st *auth.SessionState) *views.User {
+	if st == nil {
+		return nil
+	}
+	return &views.User{Email: st.User.Email, Name: st.User.Name, Admin: adminLink(st)}
 }
 
 // here is where the language switch of c's page brings the person back to: the page itself, or
