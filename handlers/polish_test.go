@@ -71,3 +71,17 @@ func TestPages_ErrorPageKnowsWhoIsSignedIn(t *testing.T) {
 		}
 	})
 }
+
+// Issue 18 #5: after signing in, the front page says who is signed in rather than asking for an
+// address again.
+func TestPages_HomeSaysWhoIsSignedIn(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	if body := string(e.Get("/").Body); strings.Contains(body, `data-testid="signed-in-as"`) {
+		t.Fatal("the front page says someone is signed in to nobody")
+	}
+	s := e.SignIn("home@example.com")
+	body := string(e.Do(testkit.Request{Path: "/", Cookies: s.Cookies()}).Body)
+	if !strings.Contains(body, `data-testid="signed-in-as"`) || !strings.Contains(body, "home@example.com") || strings.Contains(body, "Type your e-mail address") {
+		t.Fatalf("the front page after sign-in: %s", body)
+	}
+}
