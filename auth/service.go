@@ -226,6 +226,9 @@ func (s *Service) prepare(d mail.Draft, err error, opts mail.EnqueueOptions) (mo
 	return s.outbox.Prepare(d, opts)
 }
 
+// Now is the service's time, for the pages' own timers (the resend button's countdown).
+func (s *Service) Now() time.Time { return s.now() }
+
 // now is the service's single idea of the current time: UTC, at the microsecond precision both
 // databases store, so a time read back equals the time written.
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }

@@ -67,6 +67,10 @@ func TestBrowser_WrongCodeStaysOnTheCodeStep(t *testing.T) {
 		t.Fatalf("the input kept %q", v)
 	}
 	tab.waitFor(`document.activeElement && document.activeElement.id === 'otp'`)
+	// The resend button keeps cooling down through the wrong code's answer (issue 18 #3).
+	if !eval[bool](tab, `document.querySelector('button[data-cooldown]').disabled`) {
+		t.Fatal("a wrong code enabled the resend button at once")
+	}
 	if eval[string](tab, `document.querySelector('#code-error').getAttribute('role')`) != "alert" {
 		t.Fatal("the error is not in an alert region")
 	}

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,49 @@ func TestPages_HomeSaysWhoIsSignedIn(t *testing.T) {
 	body := string(e.Do(testkit.Request{Path: "/", Cookies: s.Cookies()}).Body)
 	if !strings.Contains(body, `data-testid="signed-in-as"`) || !strings.Contains(body, "home@example.com") || strings.Contains(body, "Type your e-mail address") {
 		t.Fatalf("the front page after sign-in: %s", body)
+	}
+}
+
+// Issue 18 #3: a wrong code's answer keeps the resend button cooling down (it offered a resend at
+// once, and one impatient click replaced nothing but made the wait start over), and the code
+// step arrives with the button already disabled when the page's script runs it (htmx), rather
+// than enabled for the frames before the script disables it.
+func TestPages_WrongCodeKeepsTheResendCooldown(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	htmx := func(path string, form url.Values) string {
+		t.Helper()
+		r := e.Do(testkit.Request{Method: "POST", Path: path, Body: form.Encode(), ContentType: "application/x-www-form-urlencoded",
+			Header: http.Header{"Origin": {e.URL}, "HX-Request": {"true"}}})
+		if r.Status != http.StatusOK && r.Status != http.StatusUnprocessableEntity {
+			t.Fatalf("POST %s: %d %s", path, r.Status, r.Body)
+		}
+		return string(r.Body)
+	}
+	resend := regexp.MustCompile(`<button type="submit" class="btn-quiet" data-cooldown="(\d+)"( disabled)?>`)
+	after := regexp.MustCompile(`name="resendAfter" value="(\d+)"`)
+	body := htmx("/auth/code", url.Values{"email": {"cool@example.com"}, "mode": {"sign-in"}})
+	m := resend.FindStringSubmatch(body)
+	if m == nil || m[1] != "30" || m[2] == "" {
+		t.Fatalf("the code step's resend button: %v", m)
+	}
+	deadline := after.FindStringSubmatch(body)
+	if deadline == nil {
+		t.Fatal("the verify form does not carry when the resend is offered")
+	}
+	code := e.Mailer.LastCode("cool@example.com")
+	e.Clock.Advance(10 * time.Second)
+	body = htmx("/auth/verify", url.Values{"email": {"cool@example.com"}, "mode": {"sign-in"}, "otp": {wrongCode(code, 0)}, "resendAfter": {deadline[1]}})
+	if m := resend.FindStringSubmatch(body); m == nil || m[1] != "20" || m[2] == "" {
+		t.Fatalf("after a wrong code 10 s in, the resend button: %v", m)
+	}
+	// A form that says later than a cooldown gets a cooldown at most; past the time, none.
+	body = htmx("/auth/verify", url.Values{"email": {"cool@example.com"}, "mode": {"sign-in"}, "otp": {wrongCode(code, 1)}, "resendAfter": {"99999999999"}})
+	if m := resend.FindStringSubmatch(body); m == nil || m[1] != "30" {
+		t.Fatalf("a forged deadline: %v", m)
+	}
+	e.Clock.Advance(time.Minute)
+	body = htmx("/auth/verify", url.Values{"email": {"cool@example.com"}, "mode": {"sign-in"}, "otp": {wrongCode(code, 2)}, "resendAfter": {deadline[1]}})
+	if m := resend.FindStringSubmatch(body); m == nil || m[1] != "0" || m[2] != "" {
+		t.Fatalf("after the cooldown, the resend button: %v", m)
 	}
 }

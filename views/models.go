@@ -70,8 +70,15 @@ type Entry struct {
 	Redirect string
 	Purchase string
 	Error    string
-	// Cooldown is how many seconds the resend button stays disabled.
-	Cooldown int
+	// Cooldown is how many seconds the resend button stays disabled; ResendAfter is when that
+	// ends (Unix seconds), carried by the verify form so a wrong code's answer keeps counting down
+	// rather than offering a resend at once.
+	Cooldown    int
+	ResendAfter int64
+	// Swap means the component answers an htmx request, so the page's script runs: the resend
+	// button is rendered disabled while it cools down, rather than enabled until the script
+	// disables it. A whole page (no script, perhaps) renders it enabled.
+	Swap bool
 	// Reauth means a signed-in person is asked to sign in again before a sensitive change.
 	Reauth bool
 	// SignUpNote says who may create an account here when sign-up is gated (AUTH_DISABLE_SIGNUP,

@@ -14,7 +14,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"codeauth/auth"
@@ -323,6 +325,17 @@ func (h *Pages) signUpNote(l *i18n.Locale) string {
 // of its mode.
 func (h *Pages) renderEntry(c *fiber.Ctx, status int, e views.Entry) error {
 	e.SignUpNote = h.signUpNote(h.lang(c))
+	e.Swap = isHTMX(c)
+	if e.Step == views.StepCode && e.Cooldown == 0 {
+		// A wrong code's answer: the resend stays cooling down until the time the code's send
+		// set, which its form carried (never longer than a cooldown, whatever the form says).
+		if after, err := strconv.ParseInt(formValue(c, "resendAfter"), 10, 64); err == nil {
+			left := after - h.auth.Now().Unix()
+			if left > 0 {
+				e.Cooldown, e.ResendAfter = int(min(left, views.ResendCooldown)), after
+			}
+		}
+	}
 	if isHTMX(c) {
 		return h.render(c, status, views.CodeEntry(e))
 	}
@@ -356,6 +369,7 @@ func (h *Pages) sendCode(c *fiber.Ctx) error {
 	if err == nil {
 		e.Email, _ = auth.NormalizeEmail(e.Email)
 		e.Step, e.Cooldown, e.Resent = views.StepCode, views.ResendCooldown, resend
+		e.ResendAfter = h.auth.Now().Add(views.ResendCooldown * time.Second).Unix()
 		return h.renderEntry(c, fiber.StatusOK, e)
 	}
 	pr, known := explain(h.lang(c), err, countedCodes)
