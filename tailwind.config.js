@@ -6,7 +6,7 @@ module.exports = {
   theme: {
     extend: {
       colors: {
-        brand: { 50: "#eef5ff", 500: "#3b6cf6", 600: "#2f56d6", 700: "#2645ad" },
+        brand: { 50: "#eef5ff", 300: "#9bb8ff", 500: "#3b6cf6", 600: "#2f56d6", 700: "#2645ad" },
       },
     },
   },

@@ -606,7 +606,7 @@ func AdminUserPage(p Page, v AdminUser) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 60, "\" class=\"space-y-3\"><div class=\"space-y-1.5\"><label for=\"ban-reason\" class=\"block text-sm\">Reason (the account is not told it)</label> <input id=\"ban-reason\" name=\"reason\" type=\"text\" maxlength=\"500\" class=\"field\"></div><div class=\"space-y-1.5\"><label for=\"ban-for\" class=\"block text-sm\">For</label> <select id=\"ban-for\" name=\"for\" class=\"field\"><option value=\"24h\">A day</option> <option value=\"168h\">A week</option> <option value=\"720h\">30 days</option> <option value=\"0\">Until lifted</option></select></div><div class=\"flex items-start gap-3\"><input id=\"ban-confirm\" name=\"confirm\" type=\"checkbox\" value=\"yes\" required class=\"mt-1 h-4 w-4\"> <label for=\"ban-confirm\" class=\"text-sm\">Ban this account and sign it out everywhere</label></div><button type=\"submit\" class=\"btn-secondary\">Ban</button></form>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 60, "\" class=\"space-y-3\"><div class=\"space-y-1.5\"><label for=\"ban-reason\" class=\"block text-sm\">Reason (the account is not told it)</label> <input id=\"ban-reason\" name=\"reason\" type=\"text\" maxlength=\"500\" class=\"field\"></div><div class=\"space-y-1.5\"><label for=\"ban-for\" class=\"block text-sm\">For</label> <select id=\"ban-for\" name=\"for\" class=\"field\"><option value=\"24h\">A day</option> <option value=\"168h\">A week</option> <option value=\"720h\">30 days</option> <option value=\"0\">Until lifted</option></select></div><div class=\"flex items-start gap-3\"><input id=\"ban-confirm\" name=\"confirm\" type=\"checkbox\" value=\"yes\" required class=\"mt-1 h-4 w-4 accent-brand-600 dark:accent-brand-300\"> <label for=\"ban-confirm\" class=\"text-sm\">Ban this account and sign it out everywhere</label></div><button type=\"submit\" class=\"btn-secondary\">Ban</button></form>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -744,7 +744,7 @@ func adminConfirmForm(action, id, confirm, button string, danger bool) templ.Com
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "\" name=\"confirm\" type=\"checkbox\" value=\"yes\" required class=\"mt-1 h-4 w-4\"> <label for=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "\" name=\"confirm\" type=\"checkbox\" value=\"yes\" required class=\"mt-1 h-4 w-4 accent-brand-600 dark:accent-brand-300\"> <label for=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
