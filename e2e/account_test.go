@@ -36,8 +36,11 @@ func TestBrowser_AccountPage(t *testing.T) {
 	tab.screenshot("account")
 	tab.do(chromedpSendKeys("#name", "Grace Hopper"), chromedpClick("#name-form button[type=submit]"))
 	tab.waitFor(`document.querySelector('#name-status').textContent.includes('Saved')`)
+	// After each swap the focus is on its news, not dropped to <body> (issue 18 #2).
+	tab.waitFor(`document.activeElement && document.activeElement.id === 'name-status'`)
 	tab.do(chromedpClick("#consent-status button"))
 	tab.waitFor(`document.querySelector('[data-testid=consent]').textContent.includes('You receive')`)
+	tab.waitFor(`document.activeElement && document.activeElement.dataset.testid === 'consent'`)
 	me := tab.me()
 	user, _ := me["user"].(map[string]any)
 	prefs, _ := me["preferences"].(map[string]any)
@@ -92,6 +95,7 @@ func TestBrowser_CheckoutClaim(t *testing.T) {
 		tab.waitFor(`!!document.querySelector('#otp')`)
 		tab.do(chromedpSendKeys("#otp", env.Mailer.LastCode(email)))
 		tab.waitFor(`!!document.querySelector('[data-testid=claimed]')`)
+		tab.waitFor(`document.activeElement && document.activeElement.dataset.testid === 'claimed'`)
 		if !existing {
 			tab.screenshot("checkout-claimed")
 		}

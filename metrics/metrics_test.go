@@ -216,7 +216,12 @@ func TestMetrics_OutboxBacklogAndFailures(t *testing.T) {
 		if got := last.value(t, "codeauth_outbox_pending"); got != 0 {
 			t.Errorf("%v e-mails pending after the provider came back", got)
 		}
-		moved(t, after, last, 1, "codeauth_outbox_deliveries_total", "result", "sent")
+		// At least once: the test's clock jumps past leases that the service's own worker, woken
+		// by the send, may hold mid-delivery, and a delivery retried after such a jump counts
+		// again (a real clock does not jump; delivery is at least once, README "E-mail").
+		if d := last.value(t, "codeauth_outbox_deliveries_total", "result", "sent") - after.value(t, "codeauth_outbox_deliveries_total", "result", "sent"); d < 1 {
+			t.Errorf("sent deliveries moved by %v after the provider came back", d)
+		}
 	}, testkit.WithEnv("METRICS_ADDR", "127.0.0.1:0"))
 }
 

@@ -230,7 +230,10 @@ type Checkout struct {
 	Claimed bool
 	// ClaimError explains a claim that was refused.
 	ClaimError string
-	Entry      Entry
+	// Announce means the claim's result is swapped into the page (htmx): it takes the focus, so
+	// the keyboard and the screen reader are where the news is.
+	Announce bool
+	Entry    Entry
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

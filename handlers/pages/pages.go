@@ -564,7 +564,7 @@ func (h *Pages) changeConsent(c *fiber.Ctx, change func(context.Context, string,
 	if !isHTMX(c) {
 		return c.Redirect("/account", fiber.StatusSeeOther)
 	}
-	return h.render(c, fiber.StatusOK, views.ConsentStatus(optedIn))
+	return h.render(c, fiber.StatusOK, views.ConsentStatus(optedIn, true))
 }
 
 // checkout is GET /checkout/success?purchase=<id>: the guest purchase and the component that
@@ -611,7 +611,7 @@ func (h *Pages) claim(c *fiber.Ctx) error {
 	}
 	id := purchaseParam(formValue(c, "purchase"))
 	purchase, err := h.auth.ClaimPurchase(c.UserContext(), st.User, id)
-	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil}
+	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil, Announce: isHTMX(c)}
 	status := fiber.StatusOK
 	if err != nil {
 		pr, known := explain(h.lang(c), err, countedRequests)
