@@ -128,6 +128,7 @@ type countingListener struct {
 	n, open *atomic.Int32
 }
 
+// Accept counts the connection and wraps it so its closing is counted too.
 func (l countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
@@ -145,6 +146,7 @@ type countedConn struct {
 	once sync.Once
 }
 
+// Close takes the connection off the open count, once, and closes it.
 func (c *countedConn) Close() error {
 	c.once.Do(func() { c.open.Add(-1) })
 	return c.Conn.Close()
