@@ -130,3 +130,21 @@ func waitForLockWait(t *testing.T, e *testkit.Env) {
 	}
 	t.Fatal("the impersonate-user request never waited for the account's row")
 }
+
+// A ban past its expiry is no ban (README: "A ban past its expiry is lifted at the next
+// sign-in"; CreateSession and keepAnAdmin read it so), yet Impersonate refuses the account as
+// banned on its unlocked read of the flag alone, until the account signs in again or an admin
+// lifts the ban by hand.
+func TestAdmin_ImpersonatingAnAccountWhoseBanExpired(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		admin := e.SignIn(adminEmail)
+		user := e.SignIn("was-banned@example.com")
+		if r := adminPost(e, admin, "ban-user", map[string]any{"userId": user.UserID, "banExpiresIn": 60}); r.Status != http.StatusOK {
+			t.Fatalf("ban-user: %d %s", r.Status, r.Body)
+		}
+		e.Clock.Advance(2 * time.Minute)
+		if r := adminPost(e, admin, "impersonate-user", map[string]any{"userId": user.UserID}); r.Status != http.StatusOK {
+			t.Fatalf("impersonating an account whose ban expired a minute ago: %d %s", r.Status, r.Body)
+		}
+	}, withAdmin)
+}
