@@ -466,8 +466,8 @@ func (s *Service) Impersonate(ctx context.Context, st *SessionState, id string, 
 	if IsAdmin(target) {
 		return nil, ErrCannotImpersonateAdmin
 	}
-	if target.Banned {
-		return nil, ErrBanned
+	if target.Banned && (target.BanExpires == nil || target.BanExpires.After(s.now())) {
+		return nil, ErrBanned // a ban past its expiry is none, as at sign-in
 	}
 	token, sess, err := s.newSession(meta)
 	if err != nil {
@@ -479,8 +479,13 @@ func (s *Service) Impersonate(ctx context.Context, st *SessionState, id string, 
 	admin := st.User.ID
 	sess.ImpersonatedBy = &admin
 	if err := s.store.CreateSession(ctx, sess, s.now()); err != nil {
-		if errors.Is(err, models.ErrBanned) {
+		switch {
+		case errors.Is(err, models.ErrBanned):
 			return nil, ErrBanned // a ban that committed since the account was read
+		case errors.Is(err, models.ErrIsAdmin):
+			return nil, ErrCannotImpersonateAdmin // made an admin since it was read
+		case errors.Is(err, models.ErrNoAuthority):
+			return nil, ErrNotAdmin // the admin was banned, demoted or removed meanwhile
 		}
 		return nil, notFoundAs(err, ErrNoSuchUser, "opening an impersonation session")
 	}

@@ -58,6 +58,9 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 	if errors.Is(err, models.ErrNotFound) {
 		return time.Time{}, ErrUserNotFound
 	}
+	if errors.Is(err, models.ErrLastAdmin) {
+		return time.Time{}, ErrLastAdmin
+	}
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -149,6 +149,12 @@ type SMTP struct {
 	timeout time.Duration
 	// slots holds a token per connection that may be open.
 	slots chan struct{}
+	// dialing serialises dials: go-mail's Client rewrites its own login setting during one (for
+	// a relay that offers none of the preferred mechanisms), under a read lock only. Dials are
+	// rare: connections are reused.
+	dialing sync.Mutex
+	// auth is the login setting each dial starts from (go-mail may have rewritten it).
+	auth  gomail.SMTPAuthType
 	mu    sync.Mutex
 	idle  []idleConn
 	timer *time.Timer
@@ -179,10 +185,47 @@ type idleConn struct {
 	since time.Time
 }
 
-// dialedKey carries, in a dial's context, where dialRelay records the connection it opened, so
-// that a set-up that fails after it (a refused login, no STARTTLS) closes it: go-mail leaves it
-// open.
+// dialedKey carries, in a dial's context, the dialedConn where dialRelay records the connection
+// it opened, so that a set-up that fails after it (a refused login, no STARTTLS) closes it
+// (go-mail leaves it open), and one whose context ends stops at once.
 type dialedKey struct{}
+
+// dialedConn is the connection a dial opened, once it has one, and whether the dial was stopped
+// (its context ended): a connection recorded after that is closed at once.
+type dialedConn struct {
+	mu      sync.Mutex
+	conn    net.Conn
+	stopped bool
+}
+
+// set records c, or reports false when the dial was stopped already.
+func (d *dialedConn) set(c net.Conn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return false
+	}
+	d.conn = c
+	return true
+}
+
+// stop closes the connection, under whatever the dial is waiting for (the greeting, EHLO,
+// STARTTLS, the login), and any recorded later.
+func (d *dialedConn) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopped = true
+	if d.conn != nil {
+		_ = d.conn.Close()
+	}
+}
+
+// recorded is the connection recorded, or nil.
+func (d *dialedConn) recorded() net.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conn
+}
 
 // NewSMTP returns the mailer for cfg.
 func NewSMTP(cfg SMTPConfig) (*SMTP, error) { return newSMTP(cfg, smtpTimeout) }
@@ -213,6 +256,7 @@ func newSMTP(cfg SMTPConfig, timeout time.Duration) (*SMTP, error) {
 	if t.user != "" {
 		// The strongest mechanism the relay offers; PLAIN and LOGIN only over TLS (smtp's own
 		// PLAIN and LOGIN refuse a connection without it).
+		s.auth = gomail.SMTPAuthOpportunistic
 		opts = append(opts, gomail.WithOpportunisticSMTPAuth(gomail.SMTPAuthSCRAMSHA256PLUS, gomail.SMTPAuthSCRAMSHA256,
 			gomail.SMTPAuthSCRAMSHA1PLUS, gomail.SMTPAuthSCRAMSHA1, gomail.SMTPAuthCramMD5, gomail.SMTPAuthPlain, gomail.SMTPAuthLogin),
 			gomail.WithUsername(t.user), gomail.WithPassword(t.pass))
@@ -241,8 +285,9 @@ func (s *SMTP) dialRelay(ctx context.Context, network, addr string) (net.Conn, e
 		}
 		conn = tc
 	}
-	if at, ok := ctx.Value(dialedKey{}).(*net.Conn); ok {
-		*at = conn
+	if at, ok := ctx.Value(dialedKey{}).(*dialedConn); ok && !at.set(conn) {
+		_ = conn.Close()
+		return nil, ctx.Err()
 	}
 	return conn, nil
 }
@@ -328,13 +373,27 @@ func (s *SMTP) message(m Message) (*gomail.Msg, error) {
 }
 
 // dial opens and readies a connection: TLS, EHLO, login. A set-up that fails closes the
-// connection it opened.
+// connection it opened, and one whose context ends stops at whatever step it is.
 func (s *SMTP) dial(ctx context.Context) (relayConn, error) {
-	var raw net.Conn
-	c, err := s.client.DialToSMTPClientWithContext(context.WithValue(ctx, dialedKey{}, &raw))
-	if err != nil {
+	s.dialing.Lock()
+	defer s.dialing.Unlock()
+	if s.auth != "" {
+		s.client.SetSMTPAuth(s.auth) // as configured, whatever the last dial left
+	}
+	held := &dialedConn{}
+	stop := context.AfterFunc(ctx, held.stop)
+	c, err := s.client.DialToSMTPClientWithContext(context.WithValue(ctx, dialedKey{}, held))
+	stopped := !stop()
+	raw := held.recorded()
+	if err != nil || stopped {
+		if c != nil {
+			_ = c.Close()
+		}
 		if raw != nil {
 			_ = raw.Close()
+		}
+		if ctx.Err() != nil {
+			return relayConn{}, fmt.Errorf("smtp: %w", ctx.Err())
 		}
 		return relayConn{}, classifySMTP(err, true)
 	}

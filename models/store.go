@@ -118,6 +118,12 @@ var (
 	// ErrLastAdmin means the change would leave no admin able to act: the account is the last
 	// admin whose role is in force and who is not banned.
 	ErrLastAdmin = errors.New("models: the change would leave no admin")
+	// ErrIsAdmin means an account is an admin, which the change may not be made to (an
+	// impersonation).
+	ErrIsAdmin = errors.New("models: the account is an admin")
+	// ErrNoAuthority means the admin a change rests on is no longer a live admin in force
+	// (banned, demoted or removed meanwhile).
+	ErrNoAuthority = errors.New("models: the admin is no longer an admin in force")
 	// ErrInvalidQuery means a query named a field, an operator or a value the store does not
 	// search by (UserQuery): the caller's input, refused before any statement runs.
 	ErrInvalidQuery = errors.New("models: invalid query")

@@ -255,6 +255,11 @@ type AccountDeletion struct {
 func (s *Store) DeleteAccount(ctx context.Context, d AccountDeletion) ([]string, error) {
 	var revoked []string
 	err := s.transaction(ctx, func(tx *gorm.DB) error {
+		// The last admin in force does not delete the account the service is run with
+		// (ErrLastAdmin), as it could not be demoted, banned or removed.
+		if err := keepAnAdmin(tx, d.UserID, d.Now); err != nil {
+			return err
+		}
 		var user User
 		if err := forUpdate(tx).Where("id = ?", d.UserID).Take(&user).Error; err != nil {
 			return notFound(err, "locking an account")

@@ -340,21 +340,42 @@ func (s *Store) EndSessionByHandle(ctx context.Context, id, tokenHash string) (e
 }
 
 // CreateSession stores a session opened outside a sign-in (an admin's impersonation) for a live
-// account not banned at now; ErrNotFound when the account is not live, ErrBanned when a ban is
-// in force.
+// account not banned at now and not an admin; ErrNotFound when the account is not live,
+// ErrBanned when a ban is in force, ErrIsAdmin when it is an admin. For an impersonation, the
+// admin (sess.ImpersonatedBy) must still be a live admin in force: ErrNoAuthority otherwise.
 func (s *Store) CreateSession(ctx context.Context, sess Session, now time.Time) error {
 	return s.transaction(ctx, func(tx *gorm.DB) error {
-		// The account's row is locked and read here, so a ban or a removal under way either
-		// finished first (and the account is refused here) or waits for the session and ends it.
+		// Both accounts' rows are locked and read here (in id order, as keepAnAdmin locks), so a
+		// ban, demotion or removal of either under way either finished first (and is seen here)
+		// or waits for the session and ends it.
+		ids := []string{sess.UserID}
+		if sess.ImpersonatedBy != nil {
+			ids = append(ids, *sess.ImpersonatedBy)
+		}
 		var users []User
-		if err := forUpdate(tx.Model(&User{})).Select("id", "banned", "ban_expires").Where("id = ?", sess.UserID).Find(&users).Error; err != nil {
+		if err := forUpdate(tx.Model(&User{})).Select("id", "role", "banned", "ban_expires").Where("id IN ?", ids).Order("id").Find(&users).Error; err != nil {
 			return fmt.Errorf("models: reading an account: %w", err)
 		}
-		if len(users) == 0 {
-			return ErrNotFound
+		banned := func(u User) bool { return u.Banned && (u.BanExpires == nil || u.BanExpires.After(now)) }
+		isAdmin := func(u User) bool { return slices.Contains(strings.Split(u.Role, ","), RoleAdmin) }
+		var target, admin *User
+		for i := range users {
+			if users[i].ID == sess.UserID {
+				target = &users[i]
+			}
+			if sess.ImpersonatedBy != nil && users[i].ID == *sess.ImpersonatedBy {
+				admin = &users[i]
+			}
 		}
-		if u := users[0]; u.Banned && (u.BanExpires == nil || u.BanExpires.After(now)) {
+		switch {
+		case target == nil:
+			return ErrNotFound
+		case banned(*target):
 			return ErrBanned
+		case sess.ImpersonatedBy != nil && isAdmin(*target):
+			return ErrIsAdmin
+		case sess.ImpersonatedBy != nil && (admin == nil || !isAdmin(*admin) || banned(*admin)):
+			return ErrNoAuthority
 		}
 		if err := tx.Create(&sess).Error; err != nil {
 			return fmt.Errorf("models: creating a session: %w", err)

@@ -174,6 +174,9 @@ func TestStore_CreateSessionRefusesABannedAccount(t *testing.T) {
 		ctx := context.Background()
 		u := addUser(t, s.DB(), "banned-first@example.com")
 		admin := addUser(t, s.DB(), "admin@example.com")
+		if err := s.DB().Model(&User{}).Where("id = ?", admin.ID).Update("role", RoleAdmin).Error; err != nil {
+			t.Fatal(err)
+		}
 		until := testNow().Add(time.Hour)
 		if _, _, err := s.Ban(ctx, u.ID, nil, &until, testNow(), false); err != nil {
 			t.Fatal(err)
@@ -182,6 +185,20 @@ func TestStore_CreateSessionRefusesABannedAccount(t *testing.T) {
 			AbsoluteExpiresAt: testNow().Add(time.Hour), CreatedAt: testNow(), UpdatedAt: testNow(), ImpersonatedBy: &admin.ID}
 		if err := s.CreateSession(ctx, sess, testNow()); !errors.Is(err, ErrBanned) {
 			t.Fatalf("CreateSession for a banned account: %v", err)
+		}
+		// An admin no longer in force (demoted meanwhile) opens nothing; an admin is not
+		// impersonated.
+		s.DB().Model(&User{}).Where("id = ?", admin.ID).Update("role", RoleUser)
+		if err := s.CreateSession(ctx, sess, until.Add(time.Second)); !errors.Is(err, ErrNoAuthority) {
+			t.Fatalf("CreateSession for a demoted admin: %v", err)
+		}
+		s.DB().Model(&User{}).Where("id = ?", admin.ID).Update("role", RoleAdmin)
+		other := addUser(t, s.DB(), "other-admin@example.com")
+		s.DB().Model(&User{}).Where("id = ?", other.ID).Update("role", RoleAdmin)
+		asAdmin := sess
+		asAdmin.ID, asAdmin.Token, asAdmin.UserID = uuid.NewString(), newHash(), other.ID
+		if err := s.CreateSession(ctx, asAdmin, testNow()); !errors.Is(err, ErrIsAdmin) {
+			t.Fatalf("CreateSession as an admin: %v", err)
 		}
 		if err := s.CreateSession(ctx, sess, until.Add(time.Second)); err != nil {
 			t.Fatalf("CreateSession once the ban expired: %v", err)

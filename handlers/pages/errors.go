@@ -48,6 +48,7 @@ var problems = map[error]refusal{
 	auth.ErrSessionNotFound:     {fiber.StatusBadRequest, "problem.session_not_found"},
 	auth.ErrBanned:              {fiber.StatusForbidden, "problem.banned"},
 	auth.ErrImpersonated:        {fiber.StatusForbidden, "problem.impersonated"},
+	auth.ErrLastAdmin:           {fiber.StatusBadRequest, "problem.last_admin"},
 }
 
 // What a rate limit counted, in the words of the form that was refused ("Too many codes were
