@@ -96,11 +96,16 @@ func TestAdmin_ImpersonationOpenedDuringTheAdminsBanOutlivesIt(t *testing.T) {
 		waitForLockWait(t, e)
 
 		// Meanwhile the first admin bans the second: every session of theirs ends, and the
-		// impersonations they opened, which so far are none.
-		if r := adminPost(e, admin, "ban-user", map[string]any{"userId": other.UserID}); r.Status != http.StatusOK {
-			t.Fatalf("ban-user: %d %s", r.Status, r.Body)
-		}
+		// impersonations they opened. The ban may wait for the impersonation's locks (it then
+		// ends the session the impersonation made) or win them (the impersonation is then
+		// refused): either way no session of the banned admin's is left.
+		banned := make(chan *testkit.Response, 1)
+		go func() { banned <- adminPost(e, admin, "ban-user", map[string]any{"userId": other.UserID}) }()
+		time.Sleep(300 * time.Millisecond)
 		release()
+		if b := <-banned; b.Status != http.StatusOK {
+			t.Fatalf("ban-user: %d %s", b.Status, b.Body)
+		}
 		r := <-done
 		if r.Status != http.StatusOK {
 			return // refused: what the fix would do
