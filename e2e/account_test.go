@@ -96,6 +96,11 @@ func TestBrowser_CheckoutClaim(t *testing.T) {
 		tab.do(chromedpSendKeys("#otp", env.Mailer.LastCode(email)))
 		tab.waitFor(`!!document.querySelector('[data-testid=claimed]')`)
 		tab.waitFor(`document.activeElement && document.activeElement.dataset.testid === 'claimed'`)
+		// The page is the owner's now: signed in in the header, no instruction to confirm the
+		// address any more (issue 18 #4).
+		if !eval[bool](tab, `!!document.querySelector('header form[action="/auth/sign-out"]') && !document.querySelector('#code-entry')`) {
+			t.Fatal("after the claim the header or the code entry is as before")
+		}
 		if !existing {
 			tab.screenshot("checkout-claimed")
 		}

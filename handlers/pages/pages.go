@@ -591,6 +591,7 @@ func (h *Pages) renderCheckout(c *fiber.Ctx, status int, purchaseID string, entr
 	view.Found, view.Product, view.PurchasedAt = true, purchase.Product, purchase.PurchasedAt
 	if st := middleware.Current(c); st != nil && purchase.UserID != nil && *purchase.UserID == st.User.ID {
 		view.Claimed = true
+		view.Announce = c.Query("claimed") == "1" // just claimed: the panel is the news
 	}
 	if entry != nil {
 		view.Entry = *entry
@@ -611,7 +612,7 @@ func (h *Pages) claim(c *fiber.Ctx) error {
 	}
 	id := purchaseParam(formValue(c, "purchase"))
 	purchase, err := h.auth.ClaimPurchase(c.UserContext(), st.User, id)
-	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil, Announce: isHTMX(c)}
+	view := views.Checkout{Found: true, PurchaseID: id, Product: purchase.Product, Claimed: err == nil, Announce: true}
 	status := fiber.StatusOK
 	if err != nil {
 		pr, known := explain(h.lang(c), err, countedRequests)
@@ -623,8 +624,16 @@ func (h *Pages) claim(c *fiber.Ctx) error {
 			return h.renderCheckout(c, status, id, nil, view.ClaimError)
 		}
 	}
+	// Claimed: the whole page again, as it now is for its owner, signed in (the header, no
+	// instruction to confirm the address any more), its success panel taking the focus; with
+	// htmx by a redirect the script follows.
+	done := "/checkout/success?purchase=" + url.QueryEscape(id) + "&claimed=1"
 	if !isHTMX(c) {
-		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(id), fiber.StatusSeeOther)
+		return c.Redirect(done, fiber.StatusSeeOther)
+	}
+	if err == nil {
+		c.Set("HX-Redirect", done)
+		return c.SendStatus(fiber.StatusNoContent)
 	}
 	return h.render(c, status, views.ClaimStatus(view))
 }
