@@ -132,24 +132,35 @@ func TestBrowser_CheckoutClaim(t *testing.T) {
 func TestBrowser_EmailChangeByLink(t *testing.T) {
 	env := testkit.New(t, testkit.SQLite)
 	tab := newTab(t, env)
-	tab.signedIn("ivan@example.com")
+	// Long addresses, which must wrap on the link's page at 320 px (issue 18 #1).
+	const old, next = "ivan.with.a.very.long.mailbox.name.indeed@subdomain.example-long-domain.com",
+		"ivan.new.with.a.very.long.mailbox.name.too@subdomain.example-long-domain.com"
+	tab.signedIn(old)
 	tab.open("/account")
-	tab.do(chromedpSendKeys("#new-email", "ivan.new@example.com"), chromedpClick("#email-change-form button[type=submit]"))
+	tab.do(chromedpSendKeys("#new-email", next), chromedpClick("#email-change-form button[type=submit]"))
 	tab.waitFor(`document.querySelector('#change-status').textContent.includes('We sent a link')`)
-	link := env.Mailer.Last(mail.KindChangeEmailLink, "ivan.new@example.com").Link
+	link := env.Mailer.Last(mail.KindChangeEmailLink, next).Link
 	if link == "" {
 		t.Fatal("no link mailed")
 	}
 	tab.open(strings.TrimPrefix(link, env.URL))
-	tab.screenshot("verify-email")
-	if got := tab.text("main strong"); got != "ivan.new@example.com" {
+	tab.screenshotAt("verify-email", 320)
+	if got := tab.text("main strong"); got != next {
 		t.Fatalf("the page shows %q", got)
 	}
 	tab.do(chromedpClick("main form button[type=submit]"))
 	tab.waitPath("/account")
-	if got := tab.text("[data-testid=account-email]"); got != "ivan.new@example.com" {
+	if got := tab.text("[data-testid=account-email]"); got != next {
 		t.Fatalf("account page shows %q after the change", got)
 	}
+	tab.screenshotAt("account-long-address", 320)
+	// The old address's restore link, on its page.
+	restore := env.Mailer.Last(mail.KindEmailChanged, old).Link
+	if restore == "" {
+		t.Fatal("no restore link mailed to the old address")
+	}
+	tab.open(strings.TrimPrefix(restore, env.URL))
+	tab.screenshotAt("restore-email", 320)
 }
 
 // Deleting from the account page signs out and lands on the grace-period page; signing in again

@@ -294,7 +294,9 @@ func (tab *Tab) screenshotAt(name string, phoneWidth int64) {
 			// Nothing may stick out sideways at either width, nor be cut off inside its box (a
 			// long word in a button); only the site's name in the header gives way, by design
 			// (truncate), to the header's links.
-			if overflow := eval[bool](tab, `document.documentElement.scrollWidth > window.innerWidth + 1`); overflow {
+			// Against the width emulated, not innerWidth: a mobile viewport's layout grows to fit
+			// what overflows it, and innerWidth with it.
+			if overflow := eval[bool](tab, fmt.Sprintf(`document.documentElement.scrollWidth > %d + 1`, size.width)); overflow {
 				tab.t.Errorf("%s is wider than the %s viewport (%d px)", name, size.label, size.width)
 			}
 			if cut := eval[[]string](tab, `[...document.querySelectorAll('button, a, label, h1, h2, p, strong, span')]
