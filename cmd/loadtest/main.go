@@ -343,9 +343,9 @@ func (r *result) print(o options) {
 	}
 	if ops := r.ops.Load(); ops > 0 {
 		per := func(d time.Duration) time.Duration { return (d / time.Duration(ops)).Round(100 * time.Nanosecond) }
-		rest := r.cpu.machine - r.cpu.tool - r.cpu.server
-		fmt.Printf("CPU per %s: server %s, load tool %s, rest of the machine %s; machine %.0f%% busy (%d cores)\n",
-			strings.TrimSuffix(unit, "/s"), per(r.cpu.server), per(r.cpu.tool), per(rest),
+		rest := r.cpu.machine - r.cpu.tool - r.cpu.server - r.cpu.postgres
+		fmt.Printf("CPU per %s: server %s + PostgreSQL %s = %s; load tool %s, rest of the machine %s; machine %.0f%% busy (%d cores)\n",
+			map[bool]string{true: "flow", false: "request"}[o.mode == "flow"], per(r.cpu.server), per(r.cpu.postgres), per(r.cpu.server+r.cpu.postgres), per(r.cpu.tool), per(rest),
 			100*r.cpu.machine.Seconds()/r.elapsed.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
 	}
 }
@@ -376,19 +376,21 @@ func measure(o options, res *result, work func(measuring bool)) {
 // serverPID is the service the tool started, whose CPU time it reports; 0 when it targets -url.
 var serverPID int
 
-// cpuSample is CPU time used so far: by the server, by this tool, and by the whole machine
-// (everything but idle and I/O wait), so the rest (the database, mostly) shows too.
-type cpuSample struct{ server, tool, machine time.Duration }
+// cpuSample is CPU time used so far: by the server, by every PostgreSQL process of the machine
+// (the server's backends, and through the postmaster's reaped-children time those that exited),
+// by this tool, and by the whole machine (everything but idle and I/O wait), so the rest shows
+// too.
+type cpuSample struct{ server, postgres, tool, machine time.Duration }
 
 func (a cpuSample) minus(b cpuSample) cpuSample {
-	return cpuSample{a.server - b.server, a.tool - b.tool, a.machine - b.machine}
+	return cpuSample{a.server - b.server, a.postgres - b.postgres, a.tool - b.tool, a.machine - b.machine}
 }
 
 // clockTick is the kernel's USER_HZ, the unit of /proc's CPU times (100 on Linux).
 const clockTick = 10 * time.Millisecond
 
 func sampleCPU() cpuSample {
-	s := cpuSample{tool: processCPU("self")}
+	s := cpuSample{tool: processCPU("self"), postgres: postgresCPU()}
 	if serverPID != 0 {
 		s.server = processCPU(strconv.Itoa(serverPID))
 	}
@@ -410,18 +412,46 @@ func sampleCPU() cpuSample {
 
 // processCPU is the user and system time of a process (/proc/<pid>/stat fields 14 and 15).
 func processCPU(pid string) time.Duration {
+	own, _ := processTimes(pid)
+	return own
+}
+
+// processTimes is a process's own user and system time, and that of its children it has reaped
+// (fields 16 and 17).
+func processTimes(pid string) (own, children time.Duration) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	_, rest, _ := strings.Cut(string(b), ") ")
 	f := strings.Fields(rest)
-	if len(f) < 13 {
+	if len(f) < 15 {
+		return 0, 0
+	}
+	n := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
+	return time.Duration(n(11)+n(12)) * clockTick, time.Duration(n(13)+n(14)) * clockTick
+}
+
+// postgresCPU is the CPU time of every process named postgres, with the children they reaped
+// (a backend that exited is in its postmaster's), read from /proc.
+func postgresCPU() time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
 		return 0
 	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * clockTick
+	var total time.Duration
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		own, children := processTimes(e.Name())
+		total += own + children
+	}
+	return total
 }
 
 func (c *client) reads(o options, s session) *result {
