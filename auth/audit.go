@@ -57,6 +57,10 @@ type RequestSource interface {
 	RequestID() string
 	// ClientIP is the client's address as the per-IP limits see it.
 	ClientIP() string
+	// VouchedIP is the client's address when the client cannot have chosen it (the connection's
+	// own peer, or a forwarding header of a proxy the configuration names or trusts), else "":
+	// what is shown to a person as where something came from.
+	VouchedIP() string
 	// UserAgent is the request's User-Agent header.
 	UserAgent() string
 	// Impersonator is the admin who opened the request's session as its account

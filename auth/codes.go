@@ -58,12 +58,12 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale, browser 
 	// any other, and never handed to the provider. It is written in the language of the account
 	// that has the address, which the store reads in the send's transaction, else in the
 	// request's (locale), and says how long the code has left.
-	codeMail := func(code string, expires time.Time, accountLocale string) (models.OutboxMessage, error) {
+	codeMail := func(code, codeID string, expires time.Time, accountLocale string) (models.OutboxMessage, error) {
 		c, now := s.compose.In(pickLocale(accountLocale, locale)), s.now()
 		var d mail.Draft
 		var err error
 		if s.signInLinks {
-			link, lerr := s.signInLink(ctx, email, code, browser, now, expires)
+			link, lerr := s.signInLink(ctx, email, code, codeID, browser, now, expires)
 			if lerr != nil {
 				return models.OutboxMessage{}, lerr
 			}
@@ -74,7 +74,7 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale, browser 
 		return s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &expires, Supersede: "sign-in-code:" + email, Withhold: withhold})
 	}
 	m := func(accountLocale string) (models.OutboxMessage, error) {
-		return codeMail(code, v.ExpiresAt, accountLocale)
+		return codeMail(code, v.ID, v.ExpiresAt, accountLocale)
 	}
 	resend := func(live models.Verification, accountLocale string) (models.OutboxMessage, error) {
 		code, err := s.keys.openCode(live.ID, live.SealedCode)
@@ -82,7 +82,7 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale, browser 
 			// Sealed under another AUTH_SECRET: the new code replaces it.
 			return models.OutboxMessage{}, models.ErrNotReusable
 		}
-		return codeMail(code, live.ExpiresAt, accountLocale)
+		return codeMail(code, live.ID, live.ExpiresAt, accountLocale)
 	}
 	// The send is counted in the transaction that stores the code (or reads the live one) and
 	// queues its e-mail, so one commit makes both durable. A refused send is committed alone: it
@@ -133,7 +133,7 @@ func (s *Service) newCode(purpose, subject, email string) (string, models.Verifi
 // while failed verifications lock the address (checkLocked), and the comparison is reserved
 // against the address's cap of failures first; past the cap it fails with a RateLimitError
 // instead of comparing.
-func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code string, lockable bool) (*models.Verification, error) {
+func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, codeID string, lockable bool) (*models.Verification, error) {
 	if !validCodeShape(code) {
 		if lockable {
 			if err := s.checkLocked(ctx, email); err != nil {
@@ -144,7 +144,7 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code s
 	}
 	now := s.now()
 	a := models.Attempt{Purpose: purpose, Subject: subject, Email: email, MaxAttempts: OTPMaxAttempts, Now: now,
-		LockKey: s.lockKey(email, lockable), MaxFailures: s.maxFailures, FailureResetAt: now.Add(FailureWindow)}
+		LockKey: s.lockKey(email, lockable), MaxFailures: s.maxFailures, FailureResetAt: now.Add(FailureWindow), ID: codeID}
 	spent, err := s.store.SpendAttempt(ctx, a)
 	if err != nil {
 		return nil, err

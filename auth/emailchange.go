@@ -124,7 +124,7 @@ func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, raw
 	if err != nil {
 		return models.User{}, err
 	}
-	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, true)
+	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, "", true)
 	if err != nil {
 		return models.User{}, err
 	}

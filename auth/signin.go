@@ -27,6 +27,9 @@ type SignInInput struct {
 	// welcome e-mail's, and an account's that has none yet.
 	Locale string
 	Client ClientMeta
+	// codeID and method are a sign-in link's: the code row it carries, and "email-link" for
+	// the audit log (else "email-otp").
+	codeID, method string
 }
 
 // SignInResult is a successful verification.
@@ -60,7 +63,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, true)
+	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, in.codeID, true)
 	if err != nil {
 		s.countFailedVerification(err)
 		return nil, err
@@ -93,6 +96,10 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		// The event is written in the sign-in's transaction, from what the sign-in turned out
 		// to be.
 		Audit: func(o models.SignInOutcome) []models.AuditEvent {
+			method := in.method
+			if method == "" {
+				method = "email-otp"
+			}
 			action := AuditSignIn
 			switch {
 			case o.Created:
@@ -100,7 +107,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 			case o.Restored:
 				action = AuditDeletionRestored
 			}
-			events := []models.AuditEvent{s.auditEvent(ctx, action, o.UserID, o.UserID, map[string]any{"method": "email-otp", "new_device": o.NewDevice})}
+			events := []models.AuditEvent{s.auditEvent(ctx, action, o.UserID, o.UserID, map[string]any{"method": method, "new_device": o.NewDevice})}
 			if o.PromotedTo != "" {
 				// The operator's AUTH_ADMIN_EMAILS made the account an admin: no account acted.
 				events = append(events, s.auditEvent(ctx, AuditRoleSet, "", o.UserID, map[string]any{"role": o.PromotedTo, "by": "AUTH_ADMIN_EMAILS"}))

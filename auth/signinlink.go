@@ -27,8 +27,9 @@ const SignInLinkPath = "/auth/sign-in-link"
 type linkPayload struct {
 	Email   string `json:"e"`
 	Code    string `json:"c"`
-	Expires int64  `json:"x"` // the code's expiry, Unix seconds
-	Asked   int64  `json:"a"` // when the code was asked for, Unix seconds
+	CodeID  string `json:"v,omitempty"` // the code's row: a link to a replaced code spends nothing of the next
+	Expires int64  `json:"x"`           // the code's expiry, Unix seconds
+	Asked   int64  `json:"a"`           // when the code was asked for, Unix seconds
 	Browser []byte `json:"b,omitempty"`
 	// The asking device's browser (or app) and platform (Device), and network address.
 	Agent    string `json:"d,omitempty"`
@@ -63,15 +64,15 @@ func bindingHash(browser string) []byte {
 // signInLink seals the sign-in link of a code for email, asked for at asked from the request in
 // ctx (its device and address) by the browser holding browser ("" for none), and returns the URL
 // the e-mail carries.
-func (s *Service) signInLink(ctx context.Context, email, code, browser string, asked, expires time.Time) (string, error) {
-	p := linkPayload{Email: email, Code: code, Expires: expires.Unix(), Asked: asked.Unix()}
+func (s *Service) signInLink(ctx context.Context, email, code, codeID, browser string, asked, expires time.Time) (string, error) {
+	p := linkPayload{Email: email, Code: code, CodeID: codeID, Expires: expires.Unix(), Asked: asked.Unix()}
 	if browser != "" {
 		p.Browser = bindingHash(browser)
 	}
 	if src := RequestFrom(ctx); src != nil {
 		d := DeviceOf(src.UserAgent())
 		p.Agent, p.Platform = d.Browser, d.Platform()
-		p.IP = cleanText(src.ClientIP(), 64)
+		p.IP = cleanText(src.VouchedIP(), 64)
 	}
 	plain, err := json.Marshal(p)
 	if err != nil {
@@ -143,5 +144,5 @@ func (s *Service) SignInWithLink(ctx context.Context, token, locale string, clie
 	if err != nil {
 		return nil, err
 	}
-	return s.SignIn(ctx, SignInInput{Email: p.Email, Code: p.Code, Locale: locale, Client: client})
+	return s.SignIn(ctx, SignInInput{Email: p.Email, Code: p.Code, Locale: locale, Client: client, codeID: p.CodeID, method: "email-link"})
 }

@@ -13,6 +13,8 @@ import (
 type clientAddr struct {
 	addr netip.Addr
 	ok   bool
+	// vouched: the client cannot have chosen addr (see VouchedIP).
+	vouched bool
 }
 
 const clientAddrKey = "codeauth.client"
@@ -58,7 +60,11 @@ func (r *IPResolver) Handler() fiber.Handler {
 					"addresses and AUTH_TRUSTED_PROXIES does not cover them; such requests share one rate-limit bucket per route")
 			})
 		}
-		c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok})
+		// Without AUTH_TRUSTED_PROXIES a forwarding header is believed for the limits (it is
+		// all there is behind an unnamed proxy), but it may be the client's own writing.
+		h := &c.Context().Request.Header
+		vouched := r.direct || len(r.trusted) > 0 || (len(h.Peek(fiber.HeaderXForwardedFor)) == 0 && len(h.Peek("X-Real-Ip")) == 0)
+		c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok, vouched: ok && vouched})
 		return c.Next()
 	}
 }
@@ -161,6 +167,16 @@ func parseIP(s string) (netip.Addr, bool) {
 // ClientIP is the client's address as text, or "" when it could not be resolved.
 func ClientIP(c *fiber.Ctx) string {
 	if ca, ok := c.Locals(clientAddrKey).(clientAddr); ok && ca.ok {
+		return ca.addr.String()
+	}
+	return ""
+}
+
+// VouchedIP is ClientIP when the client cannot have chosen the address: the connection's peer,
+// or a forwarding header under AUTH_TRUSTED_PROXIES; "" when the address came from a header the
+// client may have written (no trusted proxies named). Pages show a person this one.
+func VouchedIP(c *fiber.Ctx) string {
+	if ca, ok := c.Locals(clientAddrKey).(clientAddr); ok && ca.vouched {
 		return ca.addr.String()
 	}
 	return ""

@@ -1,6 +1,8 @@
 package middleware
 
 import (
+	"codeauth/auth"
+
 	"net/url"
 	"strings"
 
@@ -161,7 +163,7 @@ func SetSecurityHeaders(c *fiber.Ctx, secure bool) {
 		h.Set(fiber.HeaderXFrameOptions, "DENY")
 		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), payment=()")
 		h.Set(fiber.HeaderCacheControl, "no-store")
-		if p := c.Path(); isPagePath(p, "/auth/verify-email") || isPagePath(p, "/auth/restore-email") {
+		if p := c.Path(); isPagePath(p, "/auth/verify-email") || isPagePath(p, "/auth/restore-email") || isPagePath(p, auth.SignInLinkPath) {
 			// These URLs carry a link token: it must not leak to anyone the page links to.
 			h.Set(fiber.HeaderReferrerPolicy, "no-referrer")
 		} else {

@@ -131,6 +131,7 @@ type request struct {
 
 func (r *request) RequestID() string { return r.id }
 func (r *request) ClientIP() string  { return ClientIP(r.c) }
+func (r *request) VouchedIP() string { return VouchedIP(r.c) }
 func (r *request) UserAgent() string { return r.c.Get(fiber.HeaderUserAgent) }
 
 // Impersonator is the admin who opened the request's session, if an admin did.

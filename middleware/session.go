@@ -229,19 +229,18 @@ func (m *Sessions) AdminSession(c *fiber.Ctx) (string, bool) {
 }
 
 // BrowserBinding returns the value marking the request's browser as one a sign-in code was asked
-// from (auth.NewBrowserBinding), or "". With keep, the browser keeps it (a new one if it had
-// none) for as long as a code asked for now lives, so the code e-mail's sign-in link opened in it
-// signs in without asking.
-func (m *Sessions) BrowserBinding(c *fiber.Ctx, keep bool) (string, error) {
-	v := c.Cookies(m.browserCookie)
-	if !keep {
-		return v, nil
+// from (auth.NewBrowserBinding), or "". With mint, the request asks for a code: the browser gets
+// a new value, kept for as long as that code lives, so the code e-mail's sign-in link opened in it
+// signs in without asking. The value is always the server's own, never one the request brings:
+// one an attacker chose, and planted in someone's browser, would make the attacker's link look
+// like that browser's own.
+func (m *Sessions) BrowserBinding(c *fiber.Ctx, mint bool) (string, error) {
+	if !mint {
+		return c.Cookies(m.browserCookie), nil
 	}
-	if len(v) < 16 || len(v) > 64 {
-		var err error
-		if v, err = auth.NewBrowserBinding(); err != nil {
-			return "", err
-		}
+	v, err := auth.NewBrowserBinding()
+	if err != nil {
+		return "", err
 	}
 	m.setCookie(c, m.browserCookie, v, int(auth.OTPLifetime/time.Second))
 	return v, nil

@@ -157,6 +157,9 @@ type Attempt struct {
 	LockKey                 string
 	MaxFailures             int
 	FailureResetAt          time.Time
+	// ID, when set, spends the attempt only on that code row: a sign-in link names the code it
+	// carries, so a link to a code already used or replaced spends nothing of the code after it.
+	ID string
 }
 
 // SpentAttempt is a code an attempt was spent on and, for a lockable attempt, the address's count
@@ -173,7 +176,7 @@ type SpentAttempt struct {
 // left alone: a guess at it could never match, and must neither spend its attempts nor count
 // against the address named (which anyone could then lock out without sending it anything).
 const spendAttemptQuery = `UPDATE verifications SET attempts = attempts + 1
- WHERE purpose = ? AND subject = ? AND email = ? AND attempts < ? AND expires_at > ? AND NOT ` + lockedSQL + `
+ WHERE purpose = ? AND subject = ? AND email = ? AND attempts < ? AND expires_at > ? AND (? = '' OR CAST(id AS TEXT) = ?) AND NOT ` + lockedSQL + `
  RETURNING *`
 
 // spendAndReserveQuery is spendAttemptQuery followed, when it spent an attempt, by the failure
@@ -195,7 +198,7 @@ SELECT spent.*, reserved.count AS failures, reserved.reset_at AS failures_reset_
 func (s *Store) SpendAttempt(ctx context.Context, a Attempt) (*SpentAttempt, error) {
 	db := s.db.WithContext(ctx)
 	lockable := a.LockKey != ""
-	args := []any{a.Purpose, a.Subject, a.Email, a.MaxAttempts, a.Now, a.LockKey, a.MaxFailures, a.Now}
+	args := []any{a.Purpose, a.Subject, a.Email, a.MaxAttempts, a.Now, a.ID, a.ID, a.LockKey, a.MaxFailures, a.Now}
 	together := lockable && s.postgres
 	query := spendAttemptQuery
 	if together {

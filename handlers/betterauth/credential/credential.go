@@ -26,6 +26,10 @@ const (
 	// SecureCookiePrefix starts the cookie names over https, so browsers only accept the cookies
 	// from a secure origin.
 	SecureCookiePrefix = "__Secure-"
+	// HostCookiePrefix starts the names of the cookies of our own (not better-auth's) that only
+	// this host may set, over https: a browser accepts them only from a secure origin, for path /,
+	// without a Domain.
+	HostCookiePrefix = "__Host-"
 	// TokenCookieSuffix follows the cookie prefix in the name of the cookie that holds the signed
 	// token: "better-auth.session_token" under better-auth's default prefix.
 	TokenCookieSuffix = ".session_token"
@@ -54,9 +58,14 @@ func AdminCookieName(prefix string, secure bool) string {
 	return cookieName(prefix, secure, AdminCookieSuffix)
 }
 
-// BrowserCookieName is the name of the sign-in link's browser cookie for the cookie prefix.
+// BrowserCookieName is the name of the sign-in link's browser cookie for the cookie prefix:
+// over https marked __Host-, so that no other host of the domain (a sibling subdomain) can plant
+// a value of its choosing in a browser for this site.
 func BrowserCookieName(prefix string, secure bool) string {
-	return cookieName(prefix, secure, BrowserCookieSuffix)
+	if secure {
+		return HostCookiePrefix + prefix + BrowserCookieSuffix
+	}
+	return prefix + BrowserCookieSuffix
 }
 
 // cookieName is the prefix, marked __Secure- over https, and the suffix.
