@@ -104,6 +104,9 @@ type Config struct {
 	RateLimitStore string
 	// SiteName names the service in e-mails and pages (SITE_NAME).
 	SiteName string
+	// PrivacyURL and TermsURL are the operator's privacy policy and terms, linked from every
+	// page's footer when set (SITE_PRIVACY_URL, SITE_TERMS_URL).
+	PrivacyURL, TermsURL string
 	// DefaultLocale is the language of pages and e-mails when neither the language switch nor
 	// the browser asks for one the service speaks (AUTH_DEFAULT_LOCALE).
 	DefaultLocale string

@@ -123,6 +123,8 @@ func TestLoad_ErrorsNameTheVariable(t *testing.T) {
 		"AUTH_EMAIL_CHANGE_LINK": {"AUTH_EMAIL_CHANGE_LINK": "maybe"},
 		"AUTH_DELETION_GRACE":    {"AUTH_DELETION_GRACE": "5m"},
 		"DEBUG_PPROF_ADDR":       {"DEBUG_PPROF_ADDR": "0.0.0.0:6060"},
+		"SITE_PRIVACY_URL":       {"SITE_PRIVACY_URL": "javascript:alert(1)"},
+		"SITE_TERMS_URL":         {"SITE_TERMS_URL": "//evil.example/terms"},
 	}
 	for name, vars := range cases {
 		vars["DATA_DIR"] = t.TempDir()

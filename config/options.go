@@ -356,6 +356,10 @@ var options = []option{
 			c.SiteName = v
 			return nil
 		}},
+	{name: "SITE_PRIVACY_URL", doc: "Your privacy policy (an `https://` address, or a path of this site): linked from every page's footer.",
+		set: func(c *Config, v string) (err error) { c.PrivacyURL, err = policyURL(v); return err }},
+	{name: "SITE_TERMS_URL", doc: "Your terms of service (an `https://` address, or a path of this site): linked from every page's footer.",
+		set: func(c *Config, v string) (err error) { c.TermsURL, err = policyURL(v); return err }},
 	{name: "AUTH_DEFAULT_LOCALE", def: i18n.Reference,
 		doc: "The language of pages and e-mails when neither the language switch nor the browser's `Accept-Language` asks for one the service speaks: " + codes() + ". A new account keeps the language it signed up in for its e-mails.",
 		set: func(c *Config, v string) error {
@@ -508,4 +512,20 @@ func loopbackHost(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// policyURL checks the address of a policy the footer links: an absolute http(s) URL with a host,
+// or a path of this site ("/privacy"), never a scheme a link could run ("javascript:").
+func policyURL(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "//") && !strings.ContainsAny(v, "\\ \t\r\n") {
+		return v, nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.ContainsAny(v, " \t\r\n") {
+		return "", errors.New("must be an http(s) address or a path starting with /")
+	}
+	return v, nil
 }

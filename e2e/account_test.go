@@ -40,7 +40,9 @@ func TestBrowser_AccountPage(t *testing.T) {
 	tab.waitFor(`document.activeElement && document.activeElement.id === 'name-status'`)
 	tab.do(chromedpClick("#consent-status button"))
 	tab.waitFor(`document.querySelector('[data-testid=consent]').textContent.includes('You receive')`)
-	tab.waitFor(`document.activeElement && document.activeElement.dataset.testid === 'consent'`)
+	// The switch keeps the focus, and says its new state.
+	tab.waitFor(`document.activeElement && document.activeElement.dataset.testid === 'consent-switch' && document.activeElement.getAttribute('aria-checked') === 'true'`)
+	tab.screenshot("account-saved")
 	me := tab.me()
 	user, _ := me["user"].(map[string]any)
 	prefs, _ := me["preferences"].(map[string]any)
@@ -52,8 +54,8 @@ func TestBrowser_AccountPage(t *testing.T) {
 	if ev.Source != "/account" || ev.Wording == "" || ev.UserAgent == "" {
 		t.Fatalf("consent evidence %+v", ev)
 	}
-	// Sign out from the account page: back to sign-in, and the account is private again.
-	tab.do(chromedpClick("main form[action='/auth/sign-out'] button"))
+	// Sign out from the header: back to sign-in, and the account is private again.
+	tab.do(chromedpClick("header form[action='/auth/sign-out'] button"))
 	tab.waitPath("/auth/sign-in")
 	if tab.sessionCookie() != "" || env.Count(&models.Session{}) != 0 {
 		t.Fatal("the session survived signing out")
@@ -139,6 +141,7 @@ func TestBrowser_EmailChangeByLink(t *testing.T) {
 	tab.open("/account")
 	tab.do(chromedpSendKeys("#new-email", next), chromedpClick("#email-change-form button[type=submit]"))
 	tab.waitFor(`document.querySelector('#change-status').textContent.includes('We sent a link')`)
+	tab.screenshot("account-change-sent")
 	link := env.Mailer.Last(mail.KindChangeEmailLink, next).Link
 	if link == "" {
 		t.Fatal("no link mailed")

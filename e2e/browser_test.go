@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -83,6 +84,8 @@ type Tab struct {
 	env      *testkit.Env
 	mu       sync.Mutex
 	problems []string
+	// jsOff: the page's scripts are off (javascriptOff).
+	jsOff bool
 }
 
 // newTab opens a tab for env's server.
@@ -252,14 +255,22 @@ func (tab *Tab) paste(sel, text string) {
 // javascriptOff turns scripts off for the tab, for the progressive-enhancement flows.
 func (tab *Tab) javascriptOff() {
 	tab.t.Helper()
-	if _, err := chromedp.Call(tab.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+	tab.scripts(false)
+	tab.jsOff = true
+}
+
+// scripts turns the tab's script execution on or off.
+func (tab *Tab) scripts(on bool) {
+	tab.t.Helper()
+	if _, err := chromedp.Call(tab.ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: !on}); err != nil {
 		tab.t.Fatal(err)
 	}
 }
 
 // screenshot saves the page at a phone and a desktop width, in the light and the dark scheme,
 // under SCREENSHOT_DIR (default artifacts/screenshots), for people to look at; they are not
-// committed.
+// committed. At each width and scheme the page must not overflow, and axe-core must find no
+// violation (checkAxe).
 func (tab *Tab) screenshot(name string) {
 	tab.t.Helper()
 	tab.screenshotAt(name, 360)
@@ -305,6 +316,7 @@ func (tab *Tab) screenshotAt(name string, phoneWidth int64) {
 				.map(e => e.textContent.trim().slice(0, 60))`); len(cut) > 0 {
 				tab.t.Errorf("%s at %d px cuts off %q", name, size.width, cut)
 			}
+			tab.checkAxe(fmt.Sprintf("%s at %d px (%s)", name, size.width, scheme))
 			buf, err := chromedp.Run(tab.ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
 			if err != nil {
 				tab.t.Fatal(err)
@@ -322,4 +334,57 @@ func (tab *Tab) screenshotAt(name string, phoneWidth int64) {
 		tab.t.Fatal(err)
 	}
 	tab.do(chromedp.EmulateViewport(1280, 900))
+}
+
+var (
+	axeOnce   sync.Once
+	axeSource string
+)
+
+// axeScript is axe-core's script (npm, pinned in package.json), or "" when npm has not installed
+// it; with CI=true that fails the test.
+func axeScript(t *testing.T) string {
+	axeOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "node_modules", "axe-core", "axe.min.js"))
+		if err == nil {
+			axeSource = string(b)
+		}
+	})
+	if axeSource == "" && os.Getenv("CI") == "true" {
+		t.Fatal("axe-core is not installed (CI=true): scripts/test runs npm ci")
+	}
+	return axeSource
+}
+
+// checkAxe runs axe-core on the page as it is (WCAG 2.0-2.2 A and AA, and axe's best practices)
+// and fails the test for each violation, naming the rule and the elements. DevTools evaluation
+// is not subject to the page's Content-Security-Policy, so the page needs no exception for it.
+func (tab *Tab) checkAxe(where string) {
+	tab.t.Helper()
+	src := axeScript(tab.t)
+	if src == "" {
+		return
+	}
+	// A tab in the background gets its timers throttled, which axe waits on.
+	if _, err := chromedp.Call(tab.ctx, page.BringToFront, cdp.Empty{}); err != nil {
+		tab.t.Fatal(err)
+	}
+	// axe needs timers, which a tab without scripts does not run: they are on for the check
+	// only (the page's own scripts, skipped when it loaded, stay unrun).
+	if tab.jsOff {
+		tab.scripts(true)
+		defer tab.scripts(false)
+	}
+	// Colours settle first: a change of scheme runs the pages' colour transitions.
+	tab.waitFor(`document.getAnimations().every(a => a.playState !== 'running')`)
+	if !eval[bool](tab, `typeof window.axe === 'object'`) {
+		tab.do(chromedp.Evaluate[chromedp.Void](src))
+	}
+	found := eval[[]string](tab, `axe.run(document, {resultTypes: ['violations'],
+		runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'wcag22aa', 'best-practice']}})
+		.then(r => r.violations.map(v => v.id + ' (' + v.impact + '): ' + v.nodes.map(n => n.target.join(' ')).slice(0, 4).join(', ') + ': ' + v.nodes[0].failureSummary))`)
+	for _, v := range found {
+		tab.t.Errorf("axe-core, %s: %s", where, v)
+	}
 }

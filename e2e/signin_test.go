@@ -31,7 +31,7 @@ func TestBrowser_SignInWithPastedCode(t *testing.T) {
 	tab.screenshot("sign-in")
 	code := tab.requestCode("alice@example.com")
 	tab.screenshot("sign-in-code")
-	if got := tab.text("#code-entry strong"); got != "alice@example.com" {
+	if got := tab.text("[data-testid=address-chip] #entry-address"); got != "alice@example.com" {
 		t.Fatalf("code step names %q", got)
 	}
 	tab.paste("#otp", " "+code[:3]+" "+code[3:]+" ")
@@ -99,6 +99,20 @@ func TestBrowser_ResendCooldown(t *testing.T) {
 	if !strings.Contains(label, " s)") || !eval[bool](tab, `document.querySelector('button[data-cooldown]').disabled`) {
 		t.Fatalf("resend button %q is not counting down", label)
 	}
+
+	// Without JavaScript the button is a plain form, enabled: a resend says the code went out
+	// again, on the code step.
+	plain := newTab(t, env)
+	plain.javascriptOff()
+	plain.open("/auth/sign-in")
+	plain.do(chromedpSendKeys("#email", "dave@example.com"), chromedpClick("#code-send-form button[type=submit]"))
+	plain.waitFor(`!!document.querySelector('#otp')`)
+	plain.do(chromedpClick("button[data-cooldown]"))
+	plain.waitFor(`!!document.querySelector('[data-testid=code-resent]')`)
+	if got := plain.text("[data-testid=address-chip] #entry-address"); got != "dave@example.com" {
+		t.Fatalf("the resent code step names %q", got)
+	}
+	plain.screenshot("sign-in-code-resent")
 }
 
 // Sign-up with the opt-in ticked grants marketing consent once the session exists; unticked

@@ -18,6 +18,7 @@ import (
 	"codeauth/i18n"
 	"codeauth/middleware"
 	"codeauth/static"
+	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/compress"
@@ -50,6 +51,9 @@ type Deps struct {
 	Secure       bool
 	// SiteName names the service on its pages (SITE_NAME).
 	SiteName string
+	// PrivacyURL and TermsURL are the operator's policies, linked from every page's footer when
+	// set (SITE_PRIVACY_URL, SITE_TERMS_URL).
+	PrivacyURL, TermsURL string
 	// DefaultLocale is the language of pages and e-mails when neither the language switch nor
 	// the browser chooses one the service speaks (AUTH_DEFAULT_LOCALE); "" or a language it
 	// does not speak is English.
@@ -84,7 +88,8 @@ func NewApp(d Deps) *fiber.App {
 	}
 	locales := middleware.NewLocales(def, d.CookiePrefix, d.Secure)
 	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
-	errorHandler := ErrorHandler(log, siteName, locales, sessions)
+	site := views.Site{Name: siteName, PrivacyURL: d.PrivacyURL, TermsURL: d.TermsURL}
+	errorHandler := ErrorHandler(log, site, locales, sessions)
 	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
 	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no
 	// middleware has seen: it gets the security headers here, from the same list.
@@ -114,7 +119,7 @@ func NewApp(d Deps) *fiber.App {
 	}
 	limiter := middleware.NewRateLimiter(store, d.Now, d.Observer)
 	api := betterauth.New(betterauth.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, Locales: locales})
-	site := pages.New(pages.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, Locales: locales, SiteName: siteName, Logger: log})
+	pageSet := pages.New(pages.Deps{Auth: d.Auth, Sessions: sessions, Origins: origins, Locales: locales, Site: site, Logger: log})
 	health := &healthAPI{ready: d.Ready, log: log}
 	guard := middleware.NewPageGuard(sessions)
 
@@ -157,7 +162,7 @@ func NewApp(d Deps) *fiber.App {
 	}))
 	app.Use(guard.Handler())
 	app.Use(pages.RequireForms)
-	site.Mount(app, limiter, guard)
+	pageSet.Mount(app, limiter, guard)
 
 	// Unmatched paths fall through to Fiber's own 404 (or 405 when another method matches),
 	// which ErrorHandler answers in JSON under /api and as a page elsewhere.

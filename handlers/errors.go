@@ -10,6 +10,7 @@ import (
 	"codeauth/handlers/betterauth"
 	"codeauth/handlers/pages"
 	"codeauth/middleware"
+	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -20,7 +21,7 @@ import (
 // pages' own rendering (pages.RenderError) in the request's language, which locales chooses,
 // with the header of the person sessions finds signed in. Unexpected errors are logged with the
 // request's id and answered with a generic 500 that reveals nothing about the cause.
-func ErrorHandler(log *slog.Logger, siteName string, locales *middleware.Locales, sessions *middleware.Sessions) fiber.ErrorHandler {
+func ErrorHandler(log *slog.Logger, site views.Site, locales *middleware.Locales, sessions *middleware.Sessions) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := betterauth.Answer(err)
 		switch {
@@ -39,6 +40,6 @@ func ErrorHandler(log *slog.Logger, siteName string, locales *middleware.Locales
 		if kind := middleware.KindOf(c); kind == middleware.APIPath || kind == middleware.ProbePath {
 			return betterauth.WriteError(c, answer)
 		}
-		return pages.RenderError(c, siteName, locales, sessions, answer.Status, answer.Message, err)
+		return pages.RenderError(c, site, locales, sessions, answer.Status, answer.Message, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"codeauth/internal/testkit/vectors"
 	"codeauth/middleware"
 	"codeauth/models"
+	"codeauth/static"
 
 	"github.com/google/uuid"
 )
@@ -201,7 +202,8 @@ func TestPages_FormAnswers(t *testing.T) {
 	}
 }
 
-// The sign-in page with everything it loads weighs under 30 KB compressed.
+// The sign-in page with everything it loads, the font included, weighs under 60 KB compressed
+// (issue 18's bar); the font (woff2) is compressed already and is sent as it is.
 func TestPages_SignInWeight(t *testing.T) {
 	e := testkit.New(t, testkit.SQLite)
 	get := func(path string) *testkit.Response {
@@ -220,14 +222,15 @@ func TestPages_SignInWeight(t *testing.T) {
 		}
 		seen[m[1]] = true
 		r := get(m[1])
-		if r.Status != 200 || r.Header.Get("Content-Encoding") == "" || !strings.Contains(r.Header.Get("Cache-Control"), "immutable") {
+		font := r.Header.Get("Content-Type") == "font/woff2"
+		if r.Status != 200 || (r.Header.Get("Content-Encoding") == "") != font || !strings.Contains(r.Header.Get("Cache-Control"), "immutable") {
 			t.Fatalf("%s: %d %v", m[1], r.Status, r.Header)
 		}
 		total += len(r.Body)
 	}
 	t.Logf("sign-in page and %d assets: %d bytes compressed", len(seen), total)
-	if len(seen) < 3 || total >= 30*1024 {
-		t.Fatalf("%d bytes over %d assets, want under 30 KB", total, len(seen))
+	if len(seen) < 4 || !seen[static.URL("inter.woff2")] || total >= 60*1024 {
+		t.Fatalf("%d bytes over %d assets %v, want the font among them and under 60 KB", total, len(seen), seen)
 	}
 }
 
@@ -356,7 +359,8 @@ func TestMarketingConsent_WithdrawAndGrantAgain(t *testing.T) {
 			t.Fatal("the page's withdrawal did not withdraw")
 		}
 		page := e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()})
-		if !strings.Contains(string(page.Body), "Send me product news") || strings.Contains(string(page.Body), "Stop product news") {
+		if !strings.Contains(string(page.Body), `action="/account/consent"`) || !strings.Contains(string(page.Body), `aria-checked="false"`) ||
+			strings.Contains(string(page.Body), `action="/account/consent/withdraw"`) {
 			t.Fatal("the account page does not offer the grant after a withdrawal")
 		}
 		e.Clock.Advance(time.Second)
@@ -364,7 +368,7 @@ func TestMarketingConsent_WithdrawAndGrantAgain(t *testing.T) {
 			t.Fatalf("page grant: %d %s", r.Status, r.Body)
 		}
 		page = e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()})
-		if !strings.Contains(string(page.Body), "Stop product news") {
+		if !strings.Contains(string(page.Body), `action="/account/consent/withdraw"`) || !strings.Contains(string(page.Body), `aria-checked="true"`) {
 			t.Fatal("the account page does not offer the withdrawal after a grant")
 		}
 		var last models.ConsentEvent

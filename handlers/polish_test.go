@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"codeauth/internal/testkit"
+	"codeauth/static"
 )
 
 // Issue 18 #7: what crawlers and browsers ask every site for is served, public, not sent to the
@@ -128,5 +129,39 @@ func TestPages_WrongCodeKeepsTheResendCooldown(t *testing.T) {
 	body = htmx("/auth/verify", url.Values{"email": {"cool@example.com"}, "mode": {"sign-in"}, "otp": {wrongCode(code, 2)}, "resendAfter": {deadline[1]}})
 	if m := resend.FindStringSubmatch(body); m == nil || m[1] != "0" || m[2] != "" {
 		t.Fatalf("after the cooldown, the resend button: %v", m)
+	}
+}
+
+// Issue 18's identity: the footer links the operator's policies when they are configured
+// (SITE_PRIVACY_URL, SITE_TERMS_URL), on every page, errors included; the header marks the page
+// it is on with aria-current instead of linking to it; the sign-in page is focused (no header,
+// the logo above the card) and preloads the self-hosted font its stylesheet names.
+func TestPages_FooterPoliciesAndCurrentPage(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite, testkit.WithEnv("SITE_PRIVACY_URL", "https://example.com/privacy"), testkit.WithEnv("SITE_TERMS_URL", "/terms"))
+	s := e.SignIn("ada@example.com")
+	for _, path := range []string{"/", "/auth/sign-in", "/no-such-page", "/account"} {
+		r := testkit.Request{Path: path}
+		if path == "/no-such-page" || path == "/account" {
+			r.Cookies = s.Cookies()
+		}
+		body := string(e.Do(r).Body)
+		if !strings.Contains(body, `href="https://example.com/privacy"`) || !strings.Contains(body, `href="/terms"`) {
+			t.Errorf("%s: the footer does not link the policies", path)
+		}
+	}
+	bare := testkit.New(t, testkit.SQLite)
+	if body := string(bare.Get("/").Body); strings.Contains(body, ">Privacy<") || strings.Contains(body, ">Terms<") {
+		t.Error("the footer links policies nobody configured")
+	}
+	account := string(e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()}).Body)
+	if !strings.Contains(account, `<span aria-current="page"`) || strings.Contains(account, `<a href="/account"`) {
+		t.Error("the account page's header links to itself rather than marking it current")
+	}
+	signIn := string(e.Get("/auth/sign-in").Body)
+	if strings.Contains(signIn, "<header") {
+		t.Error("the sign-in page, a focused page, has the site header")
+	}
+	if !strings.Contains(signIn, `rel="preload" href="`+static.URL("inter.woff2")+`" as="font" type="font/woff2" crossorigin="anonymous"`) {
+		t.Error("the sign-in page does not preload its font")
 	}
 }

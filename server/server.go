@@ -220,6 +220,8 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		CookiePrefix:   cfg.CookiePrefix,
 		Secure:         cfg.Secure,
 		SiteName:       cfg.SiteName,
+		PrivacyURL:     cfg.PrivacyURL,
+		TermsURL:       cfg.TermsURL,
 		DefaultLocale:  cfg.DefaultLocale,
 		Ready:          s.Store.Ready,
 		Logger:         log,

@@ -1,7 +1,8 @@
 // Package static holds the pages' assets, embedded in the binary so `go run .` needs no Node:
-// the built Tailwind CSS, the vendored htmx and the small script of the code input. Each asset is
-// hashed at start and compressed once, when first asked for (so starting stays fast), linked with
-// its hash in the query string and served with a one-year immutable cache lifetime.
+// the built Tailwind CSS, the vendored htmx, the small script of the code input, the logo and the
+// Inter font. Each asset is hashed at start and compressed once, when first asked for (so starting
+// stays fast), linked with its hash in the query string and served with a one-year immutable cache
+// lifetime. A stylesheet's url(/static/NAME) references get their asset's hash the same way.
 package static
 
 import (
@@ -13,6 +14,7 @@ import (
 	"io/fs"
 	"mime"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +22,7 @@ import (
 	"github.com/andybalholm/brotli"
 )
 
-//go:embed *.css *.js *.svg
+//go:embed *.css *.js *.svg *.woff2
 var files embed.FS
 
 // Asset is one embedded file; its compressed forms are made on first use.
@@ -29,9 +31,11 @@ type Asset struct {
 	ContentType string
 	Hash        string
 	Raw         []byte
-	compressed  sync.Once
-	gzip        []byte
-	brotli      []byte
+	// Precompressed says the file is compressed already (a font): it is sent as it is.
+	Precompressed bool
+	compressed    sync.Once
+	gzip          []byte
+	brotli        []byte
 }
 
 // compress makes the gzip and brotli forms.
@@ -58,17 +62,29 @@ func load() map[string]*Asset {
 	if err != nil {
 		panic(err)
 	}
+	// Stylesheets last: they name the other assets, with their hashes.
+	sort.SliceStable(entries, func(i, j int) bool {
+		return path.Ext(entries[i].Name()) != ".css" && path.Ext(entries[j].Name()) == ".css"
+	})
 	for _, e := range entries {
 		raw, err := files.ReadFile(e.Name())
 		if err != nil {
 			panic(err)
 		}
+		ext := path.Ext(e.Name())
+		if ext == ".css" {
+			raw = linkAssets(raw, out)
+		}
 		sum := sha256.Sum256(raw)
 		a := &Asset{
-			Name:        e.Name(),
-			ContentType: mime.TypeByExtension(path.Ext(e.Name())),
-			Hash:        hex.EncodeToString(sum[:6]),
-			Raw:         raw,
+			Name:          e.Name(),
+			ContentType:   mime.TypeByExtension(ext),
+			Hash:          hex.EncodeToString(sum[:6]),
+			Raw:           raw,
+			Precompressed: ext == ".woff2",
+		}
+		if ext == ".woff2" {
+			a.ContentType = "font/woff2"
 		}
 		if a.ContentType == "" {
 			a.ContentType = "application/octet-stream"
@@ -76,6 +92,14 @@ func load() map[string]*Asset {
 		out[e.Name()] = a
 	}
 	return out
+}
+
+// linkAssets gives each url(/static/NAME) of a stylesheet the hash of the asset it names.
+func linkAssets(css []byte, known map[string]*Asset) []byte {
+	for name, a := range known {
+		css = bytes.ReplaceAll(css, []byte("url(/static/"+name+")"), []byte("url(/static/"+name+"?v="+a.Hash+")"))
+	}
+	return css
 }
 
 // Get returns the asset called name, or nil.
@@ -96,6 +120,8 @@ func URL(name string) string {
 // Content-Encoding to name ("" for none).
 func (a *Asset) Pick(acceptEncoding string) ([]byte, string) {
 	switch {
+	case a.Precompressed:
+		return a.Raw, ""
 	case accepts(acceptEncoding, "br"):
 		a.compress()
 		return a.brotli, "br"

@@ -3,6 +3,7 @@
 package views
 
 import (
+	"context"
 	"net/url"
 	"strconv"
 	"strings"
@@ -23,6 +24,29 @@ type Page struct {
 	Here string
 	// NoLocaleSwitch leaves the language switch out: the admin pages are in English only.
 	NoLocaleSwitch bool
+	// Focused is a page of one task (sign-in, sign-up, an e-mail link's page): no header, the
+	// logo above its card. The page's component sets it.
+	Focused bool
+	// PrivacyURL and TermsURL are the operator's policies (SITE_PRIVACY_URL, SITE_TERMS_URL),
+	// linked from the footer when set.
+	PrivacyURL, TermsURL string
+}
+
+// Site is what every page says of the service: its name, and the operator's policies.
+type Site struct {
+	Name                 string
+	PrivacyURL, TermsURL string
+}
+
+// Page is the layout's model of a page of the site titled title, at here (see Page.Here).
+func (s Site) Page(title, here string) Page {
+	return Page{Title: title, SiteName: s.Name, Here: here, PrivacyURL: s.PrivacyURL, TermsURL: s.TermsURL}
+}
+
+// focused is p as a focused page.
+func focused(p Page) Page {
+	p.Focused = true
+	return p
 }
 
 // User is the signed-in person as pages show them.
@@ -238,6 +262,9 @@ type Checkout struct {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// boolString is "true" or "false", for ARIA states.
+func boolString(b bool) string { return strconv.FormatBool(b) }
+
 // restartURL goes back to step one of the component, keeping its context.
 func restartURL(e Entry) string {
 	q := url.Values{}
@@ -273,6 +300,43 @@ func otherModeURL(e Entry) string {
 		other.Mode = ModeSignIn
 	}
 	return restartURL(other)
+}
+
+// emailHeading is the heading of the code-entry component's first step for e's use ("" in the
+// checkout, whose page has its own).
+func emailHeading(ctx context.Context, e Entry) string {
+	switch {
+	case e.Mode == ModeCheckout:
+		return ""
+	case e.Reauth:
+		return t(ctx, "signin.reauth_heading")
+	case e.Mode == ModeSignUp:
+		return t(ctx, "signin.sign_up_heading")
+	}
+	return t(ctx, "signin.heading")
+}
+
+// emailLead is the line under emailHeading.
+func emailLead(ctx context.Context, e Entry) string {
+	switch {
+	case e.Mode == ModeCheckout:
+		return ""
+	case e.Reauth:
+		return t(ctx, "signin.reauth_lead")
+	case e.Mode == ModeSignUp:
+		return t(ctx, "signin.sign_up_lead")
+	}
+	return t(ctx, "signin.lead")
+}
+
+// current reports whether the page is path (the header marks it aria-current rather than
+// linking to it).
+func current(p Page, path string) bool {
+	here, _, _ := strings.Cut(p.Here, "?")
+	if here == "" {
+		here = "/"
+	}
+	return here == path
 }
 
 // codeSentMessage is the code step's sentence for e: that the code was sent (or, when sign-up

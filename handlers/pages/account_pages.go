@@ -90,7 +90,7 @@ func (h *Pages) restoreEmailPage(c *fiber.Ctx) error {
 // this browser's included.
 func (h *Pages) restoreEmail(c *fiber.Ctx) error {
 	user, err := h.auth.RestoreEmail(c.UserContext(), formValue(c, "token"))
-	p := views.Page{Title: h.lang(c).T("title.restore_email"), SiteName: h.siteName, Here: here(c)}
+	p := h.site.Page(h.lang(c).T("title.restore_email"), here(c))
 	if err != nil {
 		pr, known := explain(h.lang(c), err, countedRequests)
 		if !known {

@@ -143,7 +143,7 @@ func errorPageMessage(l *i18n.Locale, status int, fallback string, err error) st
 // is its message for a program), with the header of whoever sessions finds signed in, in the
 // request's language: an error page, or for htmx a notice
 // swapped into the page's alert region.
-func RenderError(c *fiber.Ctx, siteName string, locales *middleware.Locales, sessions *middleware.Sessions, status int, fallback string, err error) error {
+func RenderError(c *fiber.Ctx, site views.Site, locales *middleware.Locales, sessions *middleware.Sessions, status int, fallback string, err error) error {
 	l := locales.Of(c)
 	message := errorPageMessage(l, status, fallback, err)
 	if isHTMX(c) {
@@ -151,7 +151,7 @@ func RenderError(c *fiber.Ctx, siteName string, locales *middleware.Locales, ses
 		c.Set("HX-Reswap", "innerHTML")
 		return render(c, l, status, views.Flash(message))
 	}
-	p := views.Page{Title: message, SiteName: siteName, Here: here(c)}
+	p := site.Page(message, here(c))
 	// The header says who is signed in, as on every page (a 404 of a public path ran no session
 	// check). Not when the service itself failed: the error page must not fail again, or wait on
 	// the database that just failed it.

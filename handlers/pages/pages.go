@@ -35,9 +35,9 @@ type Deps struct {
 	Origins  *middleware.Origins
 	// Locales chooses each request's language.
 	Locales *middleware.Locales
-	// SiteName names the service on its pages.
-	SiteName string
-	Logger   *slog.Logger
+	// Site names the service on its pages, and links its policies.
+	Site   views.Site
+	Logger *slog.Logger
 }
 
 // Pages serves the HTML pages.
@@ -46,13 +46,13 @@ type Pages struct {
 	sessions *middleware.Sessions
 	origins  *middleware.Origins
 	locales  *middleware.Locales
-	siteName string
+	site     views.Site
 	log      *slog.Logger
 }
 
 // New returns the pages.
 func New(d Deps) *Pages {
-	return &Pages{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, locales: d.Locales, siteName: d.SiteName, log: d.Logger}
+	return &Pages{auth: d.Auth, sessions: d.Sessions, origins: d.Origins, locales: d.Locales, site: d.Site, log: d.Logger}
 }
 
 // Mount registers the pages' routes, each with its per-IP limits, declaring the public ones to
@@ -119,7 +119,7 @@ func (h *Pages) lang(c *fiber.Ctx) *i18n.Locale { return h.locales.Of(c) }
 // page builds the layout's model, titled by the message titleKey ("" for none), with the
 // signed-in person if there is one.
 func (h *Pages) page(c *fiber.Ctx, titleKey string) (views.Page, error) {
-	p := views.Page{SiteName: h.siteName, Here: here(c)}
+	p := h.site.Page("", here(c))
 	if titleKey != "" {
 		p.Title = h.lang(c).T(titleKey)
 	}
