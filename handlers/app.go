@@ -18,7 +18,6 @@ import (
 	"codeauth/i18n"
 	"codeauth/middleware"
 	"codeauth/static"
-	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/compress"
@@ -88,7 +87,7 @@ func NewApp(d Deps) *fiber.App {
 	}
 	locales := middleware.NewLocales(def, d.CookiePrefix, d.Secure)
 	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
-	site := views.Site{Name: siteName, PrivacyURL: d.PrivacyURL, TermsURL: d.TermsURL}
+	site := pages.Site{Name: siteName, PrivacyURL: d.PrivacyURL, TermsURL: d.TermsURL}
 	errorHandler := ErrorHandler(log, site, locales, sessions)
 	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
 	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no

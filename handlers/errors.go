@@ -10,7 +10,6 @@ import (
 	"codeauth/handlers/betterauth"
 	"codeauth/handlers/pages"
 	"codeauth/middleware"
-	"codeauth/views"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -21,7 +20,7 @@ import (
 // pages' own rendering (pages.RenderError) in the request's language, which locales chooses,
 // with the header of the person sessions finds signed in. Unexpected errors are logged with the
 // request's id and answered with a generic 500 that reveals nothing about the cause.
-func ErrorHandler(log *slog.Logger, site views.Site, locales *middleware.Locales, sessions *middleware.Sessions) fiber.ErrorHandler {
+func ErrorHandler(log *slog.Logger, site pages.Site, locales *middleware.Locales, sessions *middleware.Sessions) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
 		answer, known := betterauth.Answer(err)
 		switch {

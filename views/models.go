@@ -32,17 +32,6 @@ type Page struct {
 	PrivacyURL, TermsURL string
 }
 
-// Site is what every page says of the service: its name, and the operator's policies.
-type Site struct {
-	Name                 string
-	PrivacyURL, TermsURL string
-}
-
-// Page is the layout's model of a page of the site titled title, at here (see Page.Here).
-func (s Site) Page(title, here string) Page {
-	return Page{Title: title, SiteName: s.Name, Here: here, PrivacyURL: s.PrivacyURL, TermsURL: s.TermsURL}
-}
-
 // focused is p as a focused page.
 func focused(p Page) Page {
 	p.Focused = true

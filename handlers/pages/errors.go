@@ -143,7 +143,7 @@ func errorPageMessage(l *i18n.Locale, status int, fallback string, err error) st
 // is its message for a program), with the header of whoever sessions finds signed in, in the
 // request's language: an error page, or for htmx a notice
 // swapped into the page's alert region.
-func RenderError(c *fiber.Ctx, site views.Site, locales *middleware.Locales, sessions *middleware.Sessions, status int, fallback string, err error) error {
+func RenderError(c *fiber.Ctx, site Site, locales *middleware.Locales, sessions *middleware.Sessions, status int, fallback string, err error) error {
 	l := locales.Of(c)
 	message := errorPageMessage(l, status, fallback, err)
 	if isHTMX(c) {

@@ -36,7 +36,7 @@ type Deps struct {
 	// Locales chooses each request's language.
 	Locales *middleware.Locales
 	// Site names the service on its pages, and links its policies.
-	Site   views.Site
+	Site   Site
 	Logger *slog.Logger
 }
 
@@ -46,7 +46,7 @@ type Pages struct {
 	sessions *middleware.Sessions
 	origins  *middleware.Origins
 	locales  *middleware.Locales
-	site     views.Site
+	site     Site
 	log      *slog.Logger
 }
 
@@ -112,6 +112,17 @@ func render(c *fiber.Ctx, l *i18n.Locale, status int, component templ.Component)
 }
 
 func isHTMX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
+
+// Site is what every page says of the service: its name, and the operator's policies.
+type Site struct {
+	Name                 string
+	PrivacyURL, TermsURL string
+}
+
+// Page is the layout's model of a page of the site titled title, at here (see views.Page.Here).
+func (s Site) Page(title, here string) views.Page {
+	return views.Page{Title: title, SiteName: s.Name, Here: here, PrivacyURL: s.PrivacyURL, TermsURL: s.TermsURL}
+}
 
 // lang is the language of c's request.
 func (h *Pages) lang(c *fiber.Ctx) *i18n.Locale { return h.locales.Of(c) }
