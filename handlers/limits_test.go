@@ -345,8 +345,13 @@ func TestPerIP_SharedStoreAcrossInstances(t *testing.T) {
 	e := testkit.New(t, testkit.Postgres)
 	pgURL := testkit.PostgresURL(t)
 	u, _ := url.Parse(pgURL)
-	// The storage ignores search_path; the schema goes in the table name.
-	kv := pgstorage.New(pgstorage.Config{ConnectionURI: pgURL, Table: u.Query().Get("search_path") + ".rate_limit"})
+	// The storage ignores search_path; the schema goes in the table name. (Behind a pooler the
+	// test's schema is its role's, named as the role: internal/testdb.)
+	schema := u.Query().Get("search_path")
+	if schema == "" {
+		schema = u.User.Username()
+	}
+	kv := pgstorage.New(pgstorage.Config{ConnectionURI: pgURL, Table: schema + ".rate_limit"})
 	t.Cleanup(func() { kv.Close() })
 	store := middleware.NewSharedRateStore(kv)
 	a, b := e.Sibling(testkit.WithRateStore(store)), e.Sibling(testkit.WithRateStore(middleware.NewSharedRateStore(kv)))

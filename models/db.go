@@ -182,18 +182,20 @@ func forUpdate(q *gorm.DB) *gorm.DB {
 // instances start at once; with the schema, so separate schemas migrate independently.
 const migrationLock = "codeauth migrations"
 
-// Migrate creates or updates every table and index. On PostgreSQL it holds an advisory lock so
-// instances starting together do not migrate concurrently.
+// Migrate creates or updates every table and index. On PostgreSQL the whole migration is one
+// transaction holding a transaction advisory lock, so instances starting together migrate one
+// after the other, and a failed migration changes nothing. A transaction lock, not a session one,
+// so that it is right through a pooler in transaction mode (PgBouncer), where a session's
+// statements may each run on another server connection.
 func Migrate(ctx context.Context, db *gorm.DB) error {
 	if db.Dialector.Name() != "postgres" {
 		return migrate(db.WithContext(ctx))
 	}
-	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
-		if err := conn.Exec("SELECT pg_advisory_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
-		defer conn.Exec("SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext(?))", migrationLock)
-		return migrate(conn)
+		return migrate(tx)
 	})
 }
 

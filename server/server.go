@@ -440,8 +440,10 @@ func loopbackOnly(addr net.Addr) bool {
 }
 
 // sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres, on a pool with
-// the service's connection policy (models.OpenPool). The storage package panics when it cannot
-// connect; that becomes an error here.
+// the service's connection policy (models.OpenPool), in the schema the service's other tables
+// are in (the first of the connection's search_path; the storage package would otherwise put it
+// in public whatever the search_path says). The storage package panics when it cannot connect;
+// that becomes an error here.
 func sharedStorage(ctx context.Context, databaseURL string) (kv *pgstorage.Storage, err error) {
 	pool, err := models.OpenPool(ctx, databaseURL)
 	if err != nil {
@@ -453,5 +455,10 @@ func sharedStorage(ctx context.Context, databaseURL string) (kv *pgstorage.Stora
 			err = fmt.Errorf("RATE_LIMIT_STORE=postgres: %v", r)
 		}
 	}()
-	return pgstorage.NewWithContext(ctx, pgstorage.Config{DB: pool, Table: "rate_limit", GCInterval: time.Minute}), nil
+	var schema *string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil || schema == nil || *schema == "" {
+		pool.Close()
+		return nil, fmt.Errorf("RATE_LIMIT_STORE=postgres: no schema to keep the counters in (search_path): %v", err)
+	}
+	return pgstorage.NewWithContext(ctx, pgstorage.Config{DB: pool, Table: *schema + ".rate_limit", GCInterval: time.Minute}), nil
 }

@@ -52,6 +52,12 @@ func Admin(t testing.TB) *gorm.DB {
 
 // PostgresURL creates a schema of its own for one test in the TEST_DATABASE_URL database and
 // returns a URL whose connections use it. The schema is dropped when the test ends.
+//
+// Behind a pooler in transaction mode (TEST_DATABASE_POOLER=transaction: scripts/test runs the
+// PostgreSQL suite once more through PgBouncer), a search_path in the URL would be lost: PgBouncer
+// passes on only the startup parameters it tracks. There the test gets a role of its own instead,
+// whose default search_path is its schema, and the URL names that role: the pooler keeps a pool
+// per role, so no other test's connections see the schema.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	base := Base(t)
@@ -59,14 +65,31 @@ func PostgresURL(t testing.TB) string {
 	b := make([]byte, 6)
 	rand.Read(b)
 	schema := "t_" + hex.EncodeToString(b)
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		t.Fatalf("creating schema: %v", err)
-	}
-	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatalf("TEST_DATABASE_URL: %v", err)
 	}
+	if os.Getenv("TEST_DATABASE_POOLER") == "transaction" {
+		for _, stmt := range []string{
+			"CREATE ROLE " + schema + " LOGIN",
+			"CREATE SCHEMA " + schema + " AUTHORIZATION " + schema,
+			"ALTER ROLE " + schema + " SET search_path = " + schema,
+		} {
+			if err := admin.Exec(stmt).Error; err != nil {
+				t.Fatalf("%s: %v", stmt, err)
+			}
+		}
+		t.Cleanup(func() {
+			admin.Exec("DROP SCHEMA " + schema + " CASCADE")
+			admin.Exec("DROP ROLE " + schema)
+		})
+		u.User = url.User(schema)
+		return u.String()
+	}
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		t.Fatalf("creating schema: %v", err)
+	}
+	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()

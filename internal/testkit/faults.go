@@ -223,6 +223,14 @@ func PostgresRole(t testing.TB) (role string, opt Option) {
 			t.Fatalf("database URL: %v", err)
 		}
 		schema := u.Query().Get("search_path")
+		if schema == "" {
+			// Behind a pooler the schema is its own role's, named as the role (internal/testdb),
+			// and the search_path comes with the role, not the URL.
+			schema = u.User.Username()
+			if err := admin.Exec("ALTER ROLE " + role + " SET search_path = " + schema).Error; err != nil {
+				t.Fatalf("giving the role the schema's search_path: %v", err)
+			}
+		}
 		if err := admin.Exec("ALTER SCHEMA " + schema + " OWNER TO " + role).Error; err != nil {
 			t.Fatalf("giving the schema to the role: %v", err)
 		}
