@@ -67,7 +67,7 @@ func TestBrowser_DarkLinksHaveContrast(t *testing.T) {
 		if _, err := chromedp.Call(tab.ctx, emulation.SetEmulatedMedia, media); err != nil {
 			t.Fatal(err)
 		}
-		for _, path := range []string{"/", "/auth/sign-in", "/auth/sign-up", "/no-such-page"} {
+		for _, path := range []string{"/", "/auth/sign-in", "/auth/sign-up", "/auth/no-such-page"} {
 			tab.open(path)
 			if low := eval[[]string](tab, "("+contrastJS+")('.btn-quiet, footer button, main p, main a, header a')"); len(low) > 0 {
 				t.Errorf("%s in %s: text under 4.5:1 contrast: %q", path, scheme, low)
@@ -80,6 +80,10 @@ func TestBrowser_DarkLinksHaveContrast(t *testing.T) {
 			}
 		}
 	}
-	tab.open("/no-such-page")
+	// A 404 an anonymous visitor sees (an unknown private path sends them to sign in instead).
+	tab.open("/auth/no-such-page")
+	if !strings.Contains(tab.text("main"), "404") {
+		t.Fatal("/auth/no-such-page is not the error page")
+	}
 	tab.screenshot("not-found")
 }

@@ -62,6 +62,11 @@ func TestBrowser_WrongCodeStaysOnTheCodeStep(t *testing.T) {
 	}
 	tab.do(chromedpSendKeys("#otp", wrong))
 	tab.waitFor(`document.querySelector('#code-error').textContent.includes('not right')`)
+	// The error is on the input too (issue 18's design): marked invalid for screen readers, and
+	// red for the eye.
+	if got := eval[string](tab, `document.querySelector('#otp').getAttribute('aria-invalid') + ' ' + getComputedStyle(document.querySelector('#otp')).borderTopColor`); got != "true rgb(220, 38, 38)" {
+		t.Errorf("after a wrong code the input is %q, want aria-invalid true and a red border", got)
+	}
 	tab.screenshot("sign-in-wrong-code")
 	if v := eval[string](tab, `document.querySelector('#otp').value`); v != "" {
 		t.Fatalf("the input kept %q", v)
@@ -94,7 +99,7 @@ func TestBrowser_ResendCooldown(t *testing.T) {
 	tab := newTab(t, env)
 	tab.open("/auth/sign-in")
 	tab.requestCode("carol@example.com")
-	tab.waitFor(`document.querySelector('button[data-cooldown]').disabled`)
+	tab.waitFor(`document.querySelector('button[data-cooldown]').disabled && document.querySelector('button[data-cooldown]').textContent.includes(' s)')`)
 	label := tab.text("button[data-cooldown]")
 	if !strings.Contains(label, " s)") || !eval[bool](tab, `document.querySelector('button[data-cooldown]').disabled`) {
 		t.Fatalf("resend button %q is not counting down", label)

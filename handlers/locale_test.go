@@ -89,7 +89,7 @@ func TestLocale_CodeEntryAndAPI(t *testing.T) {
 	}
 	r := form("/auth/code", url.Values{"email": {"dora@example.com"}, "mode": {"sign-in"}}, "HX-Request", "true")
 	if r.Status != 200 || !strings.Contains(string(r.Body), "Wir haben einen 6-stelligen Code an diese Adresse gesendet") ||
-		!strings.Contains(string(r.Body), `id="entry-address" class="min-w-0 font-medium">dora@example.com</span>`) || !strings.Contains(string(r.Body), ">Ändern</a>") {
+		!strings.Contains(string(r.Body), `>dora<wbr>@example.<wbr>com</span>`) || !strings.Contains(string(r.Body), ">Ändern</a>") {
 		t.Fatalf("the code step in German: %d %s", r.Status, r.Body)
 	}
 	r = form("/auth/verify", url.Values{"email": {"dora@example.com"}, "otp": {"000000"}, "mode": {"sign-in"}})

@@ -4,6 +4,7 @@ package views
 
 import (
 	"context"
+	"html"
 	"net/url"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"codeauth/auth"
 	"codeauth/i18n"
+
+	"github.com/a-h/templ"
 )
 
 // Page is what every layout needs. The page's language is its context's (i18n.FromContext).
@@ -250,6 +253,38 @@ type Checkout struct {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// addressParts splits an e-mail address where a line may break: before the "@" and after each
+// dot of the domain ("ada", "@example.", "com").
+func addressParts(email string) []string {
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok {
+		return []string{email}
+	}
+	parts := []string{local}
+	labels := strings.SplitAfter(domain, ".")
+	labels[0] = "@" + labels[0]
+	return append(parts, labels...)
+}
+
+// breakableAddress writes an e-mail address, escaped, that may break before its "@" and after
+// the dots of its domain (<wbr>), so a long one wraps at its joints rather than mid-word.
+func breakableAddress(email string) templ.Component {
+	parts := addressParts(email)
+	for i, p := range parts {
+		parts[i] = html.EscapeString(p)
+	}
+	return templ.Raw(strings.Join(parts, "<wbr>"))
+}
+
+// invalid marks a field whose value was refused (aria-invalid="true", which the stylesheet
+// shows as a red border), or nothing.
+func invalid(refused bool) templ.Attributes {
+	if refused {
+		return templ.Attributes{"aria-invalid": "true"}
+	}
+	return nil
+}
 
 // boolString is "true" or "false", for ARIA states.
 func boolString(b bool) string { return strconv.FormatBool(b) }
