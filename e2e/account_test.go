@@ -173,6 +173,13 @@ func TestBrowser_DeleteAndRestore(t *testing.T) {
 	tab := newTab(t, env)
 	tab.signedIn("judy@example.com")
 	tab.open("/account")
+	// Unticked, the button is refused by the server in the page's words (not the browser's own
+	// bubble, which is neither styled nor in the page's language), and nothing is deleted.
+	tab.do(chromedpClick("form[action='/account/delete'] button[type=submit]"))
+	tab.waitFor(`document.querySelector('form[action="/account/delete"] [role=alert]')?.textContent.includes('Tick the box')`)
+	if tab.me()["user"] == nil {
+		t.Fatal("an unticked delete signed the person out")
+	}
 	tab.do(chromedpClick("#delete-confirm"), chromedpClick("form[action='/account/delete'] button[type=submit]"))
 	tab.waitFor(`location.pathname === '/auth/account-deleted' && document.readyState === 'complete'`)
 	tab.screenshot("account-deleted")

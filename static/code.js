@@ -119,6 +119,14 @@
     go();
   });
 
+  // An error notice (#flash) is about the request that failed: the next request clears it.
+  document.addEventListener("htmx:beforeRequest", function () {
+    var flash = document.getElementById("flash");
+    if (flash) {
+      flash.textContent = "";
+    }
+  });
+
   document.addEventListener("htmx:load", function (e) {
     init(e.detail.elt);
   });

@@ -504,7 +504,7 @@ func AccountPage(p Page, a Account) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<form method=\"post\" action=\"/account/delete\"><div class=\"space-y-3 px-5 pb-5 pt-4 sm:px-6\"><label for=\"delete-confirm\" class=\"-mx-2 flex cursor-pointer items-start gap-3 rounded-lg p-2 text-sm hover:bg-slate-50 dark:hover:bg-slate-800/60\"><input id=\"delete-confirm\" name=\"confirm\" type=\"checkbox\" value=\"yes\" required class=\"mt-0.5 h-5 w-5 shrink-0 accent-red-600 dark:accent-red-400\"> <span>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<form method=\"post\" action=\"/account/delete\"><div class=\"space-y-3 px-5 pb-5 pt-4 sm:px-6\"><label for=\"delete-confirm\" class=\"-mx-2 flex cursor-pointer items-start gap-3 rounded-lg p-2 text-sm hover:bg-slate-50 dark:hover:bg-slate-800/60\"><input id=\"delete-confirm\" name=\"confirm\" type=\"checkbox\" value=\"yes\" class=\"mt-0.5 h-5 w-5 shrink-0 accent-red-600 dark:accent-red-400\"> <span>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
