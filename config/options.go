@@ -334,7 +334,7 @@ var options = []option{
 			return nil
 		}},
 	{name: "RATE_LIMIT_STORE", def: "memory",
-		doc: "`postgres` keeps the per-IP counters in PostgreSQL (table `rate_limit`, through `gofiber/storage/postgres`) so a fleet shares them; needs a postgres `DATABASE_URL`.",
+		doc: "`postgres` keeps the per-IP counters in PostgreSQL (the `auth_throttle` counter table, one atomic upsert a request, exact across instances) so a fleet shares them; needs a postgres `DATABASE_URL`.",
 		set: func(c *Config, v string) error {
 			switch v = strings.ToLower(v); v {
 			case "memory":

@@ -2,8 +2,6 @@ package middleware
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -172,59 +170,37 @@ func (s *MemoryRateStore) Len() int {
 	return n
 }
 
-// KVStorage is the storage interface of Fiber's middleware, with contexts, which
-// gofiber/storage/postgres implements.
-type KVStorage interface {
-	GetWithContext(ctx context.Context, key string) ([]byte, error)
-	SetWithContext(ctx context.Context, key string, val []byte, exp time.Duration) error
-}
+// CountFunc counts one request for key in one atomic step shared by every instance: the key's
+// count in its current window goes up by one, or starts again at 1 in a window ending at resetAt
+// when the key's window has passed at now. It returns the count and when the window ends.
+type CountFunc func(ctx context.Context, key string, resetAt, now time.Time) (count int, windowEnd time.Time, err error)
 
 // sharedStoreTimeout bounds one counter update, so a stalled database cannot park requests.
 const sharedStoreTimeout = 2 * time.Second
 
-// SharedRateStore keeps counters in a Fiber storage (RATE_LIMIT_STORE=postgres) so every
-// instance of a fleet sees the same buckets. The storage's Set overwrites, so the count is exact
-// within an instance (a lock per shard serialises read and write) and approximate across
-// instances, which per-IP limits can afford: the exact limits are in auth_throttle. Rows expire
-// with their window and the storage deletes them every minute.
+// SharedRateKeyPrefix starts the keys of the per-IP counters in the database's counter table,
+// apart from the rules' own per-address counters there.
+const SharedRateKeyPrefix = "ip:"
+
+// SharedRateStore keeps the per-IP counters in the database (RATE_LIMIT_STORE=postgres), so every
+// instance of a fleet counts in the same buckets: one atomic upsert per request (CountFunc),
+// exact across any number of instances. Counters whose window has passed go with the prune.
 type SharedRateStore struct {
-	kv    KVStorage
-	locks [rateShards]sync.Mutex
-	seed  maphash.Seed
+	count CountFunc
 }
 
-// NewSharedRateStore counts in kv.
-func NewSharedRateStore(kv KVStorage) *SharedRateStore {
-	return &SharedRateStore{kv: kv, seed: maphash.MakeSeed()}
+// NewSharedRateStore counts with count.
+func NewSharedRateStore(count CountFunc) *SharedRateStore {
+	return &SharedRateStore{count: count}
 }
 
 // Take counts one request.
 func (s *SharedRateStore) Take(key string, rule Rule, now time.Time) (bool, time.Time, error) {
-	mu := &s.locks[maphash.String(s.seed, key)%rateShards]
-	mu.Lock()
-	defer mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), sharedStoreTimeout)
 	defer cancel()
-	n := now.UnixNano()
-	var count, resetAt int64
-	raw, err := s.kv.GetWithContext(ctx, "rl:"+key)
+	n, end, err := s.count(ctx, SharedRateKeyPrefix+key, now.Add(rule.Window), now)
 	if err != nil {
 		return false, time.Time{}, err
 	}
-	if len(raw) == 16 {
-		count, resetAt = int64(binary.BigEndian.Uint64(raw)), int64(binary.BigEndian.Uint64(raw[8:]))
-	} else if len(raw) != 0 {
-		return false, time.Time{}, errors.New("ratelimit: malformed counter")
-	}
-	if n >= resetAt {
-		count, resetAt = 0, n+int64(rule.Window)
-	}
-	count++
-	buf := make([]byte, 16)
-	binary.BigEndian.PutUint64(buf, uint64(count))
-	binary.BigEndian.PutUint64(buf[8:], uint64(resetAt))
-	if err := s.kv.SetWithContext(ctx, "rl:"+key, buf, time.Duration(resetAt-n)+time.Second); err != nil {
-		return false, time.Time{}, err
-	}
-	return count <= int64(rule.Max), time.Unix(0, resetAt), nil
+	return n <= rule.Max, end, nil
 }

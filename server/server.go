@@ -25,7 +25,6 @@ import (
 	"codeauth/models"
 
 	"github.com/gofiber/fiber/v2"
-	pgstorage "github.com/gofiber/storage/postgres/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -85,7 +84,6 @@ type Server struct {
 	// mailer is the transport the outbox delivers through, named in the start-up log and closed
 	// (its idle connections) by release.
 	mailer mail.Mailer
-	kv     *pgstorage.Storage
 
 	mu         sync.Mutex
 	started    bool
@@ -195,10 +193,11 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 	}
 	rateStore := opts.RateStore
 	if rateStore == nil && cfg.RateLimitStore == "postgres" {
-		if s.kv, err = sharedStorage(ctx, cfg.DatabaseURL); err != nil {
-			return nil, err
-		}
-		rateStore = middleware.NewSharedRateStore(s.kv)
+		store := s.Store
+		rateStore = middleware.NewSharedRateStore(func(ctx context.Context, key string, resetAt, now time.Time) (int, time.Time, error) {
+			c, err := store.Count(ctx, models.Count{Key: key, ResetAt: resetAt, Now: now})
+			return c.Count, c.ResetAt, err
+		})
 	}
 	var observer middleware.Observer
 	if cfg.MetricsAddr != "" && !opts.OneShot {
@@ -382,9 +381,6 @@ func (s *Server) release() {
 	} else if s.metricsLn != nil {
 		s.metricsLn.Close()
 	}
-	if s.kv != nil {
-		s.kv.Close()
-	}
 	if c, ok := s.mailer.(io.Closer); ok {
 		c.Close()
 	}
@@ -437,28 +433,4 @@ func serviceName() string {
 func loopbackOnly(addr net.Addr) bool {
 	a, ok := addr.(*net.TCPAddr)
 	return ok && a.IP.IsLoopback()
-}
-
-// sharedStorage opens the PostgreSQL key-value table of RATE_LIMIT_STORE=postgres, on a pool with
-// the service's connection policy (models.OpenPool), in the schema the service's other tables
-// are in (the first of the connection's search_path; the storage package would otherwise put it
-// in public whatever the search_path says). The storage package panics when it cannot connect;
-// that becomes an error here.
-func sharedStorage(ctx context.Context, databaseURL string) (kv *pgstorage.Storage, err error) {
-	pool, err := models.OpenPool(ctx, databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("RATE_LIMIT_STORE=postgres: %w", err)
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			pool.Close()
-			err = fmt.Errorf("RATE_LIMIT_STORE=postgres: %v", r)
-		}
-	}()
-	var schema *string
-	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil || schema == nil || *schema == "" {
-		pool.Close()
-		return nil, fmt.Errorf("RATE_LIMIT_STORE=postgres: no schema to keep the counters in (search_path): %v", err)
-	}
-	return pgstorage.NewWithContext(ctx, pgstorage.Config{DB: pool, Table: *schema + ".rate_limit", GCInterval: time.Minute}), nil
 }
