@@ -13,8 +13,9 @@ import (
 type clientAddr struct {
 	addr netip.Addr
 	ok   bool
-	// vouched: the client cannot have chosen addr (see VouchedIP).
-	vouched bool
+	// configured: the resolver was told where the client is (AUTH_TRUSTED_PROXIES, or none), so
+	// the client cannot have chosen addr (see VouchedIP).
+	configured bool
 }
 
 const clientAddrKey = "codeauth.client"
@@ -60,11 +61,7 @@ func (r *IPResolver) Handler() fiber.Handler {
 					"addresses and AUTH_TRUSTED_PROXIES does not cover them; such requests share one rate-limit bucket per route")
 			})
 		}
-		// Without AUTH_TRUSTED_PROXIES a forwarding header is believed for the limits (it is
-		// all there is behind an unnamed proxy), but it may be the client's own writing.
-		h := &c.Context().Request.Header
-		vouched := r.direct || len(r.trusted) > 0 || (len(h.Peek(fiber.HeaderXForwardedFor)) == 0 && len(h.Peek("X-Real-Ip")) == 0)
-		c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok, vouched: ok && vouched})
+		c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok, configured: r.direct || len(r.trusted) > 0})
 		return c.Next()
 	}
 }
@@ -176,10 +173,18 @@ func ClientIP(c *fiber.Ctx) string {
 // or a forwarding header under AUTH_TRUSTED_PROXIES; "" when the address came from a header the
 // client may have written (no trusted proxies named). Pages show a person this one.
 func VouchedIP(c *fiber.Ctx) string {
-	if ca, ok := c.Locals(clientAddrKey).(clientAddr); ok && ca.vouched {
-		return ca.addr.String()
+	ca, ok := c.Locals(clientAddrKey).(clientAddr)
+	if !ok || !ca.ok {
+		return ""
 	}
-	return ""
+	// Without AUTH_TRUSTED_PROXIES a forwarding header is believed for the limits (it is all
+	// there is behind an unnamed proxy), but it may be the client's own writing. Looked at only
+	// here, not in the resolver that every request runs.
+	h := &c.Context().Request.Header
+	if !ca.configured && (len(h.Peek(fiber.HeaderXForwardedFor)) > 0 || len(h.Peek("X-Real-Ip")) > 0) {
+		return ""
+	}
+	return ca.addr.String()
 }
 
 // RateKey is the client's rate-limit identity: the IPv4 address, or the /64 network of an IPv6

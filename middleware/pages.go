@@ -1,10 +1,10 @@
 package middleware
 
 import (
-	"codeauth/auth"
-
 	"net/url"
 	"strings"
+
+	"codeauth/auth"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"

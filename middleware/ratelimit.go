@@ -178,9 +178,9 @@ type CountFunc func(ctx context.Context, key string, resetAt, now time.Time) (co
 // sharedStoreTimeout bounds one counter update, so a stalled database cannot park requests.
 const sharedStoreTimeout = 2 * time.Second
 
-// SharedRateKeyPrefix starts the keys of the per-IP counters in the database's counter table,
+// sharedRateKeyPrefix starts the keys of the per-IP counters in the database's counter table,
 // apart from the rules' own per-address counters there.
-const SharedRateKeyPrefix = "ip:"
+const sharedRateKeyPrefix = "ip:"
 
 // SharedRateStore keeps the per-IP counters in the database (RATE_LIMIT_STORE=postgres), so every
 // instance of a fleet counts in the same buckets: one atomic upsert per request (CountFunc),
@@ -198,7 +198,7 @@ func NewSharedRateStore(count CountFunc) *SharedRateStore {
 func (s *SharedRateStore) Take(key string, rule Rule, now time.Time) (bool, time.Time, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), sharedStoreTimeout)
 	defer cancel()
-	n, end, err := s.count(ctx, SharedRateKeyPrefix+key, now.Add(rule.Window), now)
+	n, end, err := s.count(ctx, sharedRateKeyPrefix+key, now.Add(rule.Window), now)
 	if err != nil {
 		return false, time.Time{}, err
 	}

@@ -77,14 +77,13 @@ func load() map[string]*Asset {
 		}
 		sum := sha256.Sum256(raw)
 		a := &Asset{
-			Name:          e.Name(),
-			ContentType:   mime.TypeByExtension(ext),
-			Hash:          hex.EncodeToString(sum[:6]),
-			Raw:           raw,
-			Precompressed: ext == ".woff2",
+			Name:        e.Name(),
+			ContentType: mime.TypeByExtension(ext),
+			Hash:        hex.EncodeToString(sum[:6]),
+			Raw:         raw,
 		}
 		if ext == ".woff2" {
-			a.ContentType = "font/woff2"
+			a.ContentType, a.Precompressed = "font/woff2", true
 		}
 		if a.ContentType == "" {
 			a.ContentType = "application/octet-stream"
@@ -97,7 +96,7 @@ func load() map[string]*Asset {
 // linkAssets gives each url(/static/NAME) of a stylesheet the hash of the asset it names.
 func linkAssets(css []byte, known map[string]*Asset) []byte {
 	for name, a := range known {
-		css = bytes.ReplaceAll(css, []byte("url(/static/"+name+")"), []byte("url(/static/"+name+"?v="+a.Hash+")"))
+		css = bytes.ReplaceAll(css, []byte("url(/static/"+name+")"), []byte("url("+a.url()+")"))
 	}
 	return css
 }
@@ -113,8 +112,11 @@ func URL(name string) string {
 	if a == nil {
 		panic("static: no asset " + name)
 	}
-	return "/static/" + name + "?v=" + a.Hash
+	return a.url()
 }
+
+// url is the asset's address with its content hash.
+func (a *Asset) url() string { return "/static/" + a.Name + "?v=" + a.Hash }
 
 // Pick chooses the encoding for an Accept-Encoding header: the body to send and the
 // Content-Encoding to name ("" for none).

@@ -3,7 +3,6 @@
 package views
 
 import (
-	"context"
 	"html"
 	"net/url"
 	"strconv"
@@ -326,31 +325,21 @@ func otherModeURL(e Entry) string {
 	return restartURL(other)
 }
 
-// emailHeading is the heading of the code-entry component's first step for e's use ("" in the
-// checkout, whose page has its own).
-func emailHeading(ctx context.Context, e Entry) string {
-	switch {
-	case e.Mode == ModeCheckout:
-		return ""
-	case e.Reauth:
-		return t(ctx, "signin.reauth_heading")
-	case e.Mode == ModeSignUp:
-		return t(ctx, "signin.sign_up_heading")
-	}
-	return t(ctx, "signin.heading")
-}
+// stepHead names the messages of a step's heading and of the line under it ("" for none).
+type stepHead struct{ heading, lead string }
 
-// emailLead is the line under emailHeading.
-func emailLead(ctx context.Context, e Entry) string {
+// emailStep is the head of the code-entry component's first step for e's use: none in the
+// checkout, whose page has its own.
+func emailStep(e Entry) stepHead {
 	switch {
 	case e.Mode == ModeCheckout:
-		return ""
+		return stepHead{}
 	case e.Reauth:
-		return t(ctx, "signin.reauth_lead")
+		return stepHead{"signin.reauth_heading", "signin.reauth_lead"}
 	case e.Mode == ModeSignUp:
-		return t(ctx, "signin.sign_up_lead")
+		return stepHead{"signin.sign_up_heading", "signin.sign_up_lead"}
 	}
-	return t(ctx, "signin.lead")
+	return stepHead{"signin.heading", "signin.lead"}
 }
 
 // current reports whether the page is path (the header marks it aria-current rather than
