@@ -205,6 +205,7 @@ var droppedIndexes = []struct {
 	name  string
 }{
 	{&OutboxMessage{}, "idx_outbox_due"}, // replaced by the partial idx_outbox_pending
+	{&User{}, "idx_users_deleted_at"},    // replaced by the partial idx_users_deleted
 }
 
 func migrate(db *gorm.DB) error {

@@ -193,6 +193,12 @@ func execNow(tx *gorm.DB, query string, args ...any) (int64, error) {
 // insertLater is execLater for the INSERT of row, a pointer to a model, with every column of the
 // model's table, followed by suffix (an ON CONFLICT clause, or "").
 func insertLater(tx *gorm.DB, row any, suffix string) error {
+	return insertWithLater(tx, "", nil, row, suffix)
+}
+
+// insertWithLater is insertLater with a WITH clause before the INSERT (with, whose arguments are
+// withArgs): on PostgreSQL a data-modifying WITH makes two writes one statement.
+func insertWithLater(tx *gorm.DB, with string, withArgs []any, row any, suffix string) error {
 	ins, err := insertOf(tx, row)
 	if err != nil {
 		return err
@@ -201,7 +207,10 @@ func insertLater(tx *gorm.DB, row any, suffix string) error {
 	if err != nil {
 		return err
 	}
-	return execLater(tx, ins.sql+suffix, values...)
+	if with != "" {
+		values = append(withArgs, values...)
+	}
+	return execLater(tx, with+ins.sql+suffix, values...)
 }
 
 // scanLater is execLater for a statement that returns rows (a SELECT, or a write with RETURNING):
