@@ -10,13 +10,13 @@ import (
 // and old records of e-mail given up.
 const JobPruneThrottle = "auth:prune-throttle"
 
-// pruneBatch is the most rows one statement of the prune deletes. A backlog (a first run on a
-// large database, an instance that was down) is deleted in statements this size, each committed
-// on its own, so none holds many row locks, or SQLite's write lock, for long.
-const pruneBatch = 1000
-
 // pruneStore is the storage of expired rows: models.Store implements it.
 type pruneStore interface {
+	// PruneBatch is the most rows one statement of the prune deletes on this database. A
+	// backlog (a first run on a large database, an instance that was down) is deleted in
+	// statements this size, each committed on its own, so none holds many row locks, or
+	// SQLite's write lock, for long.
+	PruneBatch() int
 	PruneCounters(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneCodes(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneSessions(ctx context.Context, now time.Time, limit int) (int64, error)

@@ -116,7 +116,8 @@ type Service struct {
 	signInLinks bool
 	jwt         *jwts
 	stats       counters
-	// pruneBatch is the most rows one statement of the prune deletes: pruneBatch, but in tests.
+	// pruneBatch is the most rows one statement of the prune deletes: the store's PruneBatch, but
+	// in tests.
 	pruneBatch int
 }
 
@@ -148,7 +149,7 @@ func New(opts Options) (*Service, error) {
 		signInLinks:     opts.SignInLinks,
 		signUp:          opts.SignUp,
 		auditRetention:  opts.AuditRetention,
-		pruneBatch:      pruneBatch,
+		pruneBatch:      opts.Store.PruneBatch(),
 	}
 	if s.clock == nil {
 		s.clock = time.Now

@@ -13,6 +13,18 @@ import (
 // backlog is deleted in short statements, each committed on its own, none holding many row locks,
 // or SQLite's write lock, for long.
 
+// PruneBatch is the most rows one statement of the prune deletes here. SQLite has one writer,
+// which every request that writes waits for: with a thousand rows a statement, a first prune of
+// a backlog (100,000 accounts' expired sessions and codes, half a million old e-mails) made
+// sign-ups beside it 14 times slower at the 99th percentile, with a hundred 3 times. PostgreSQL's
+// writers do not wait for each other's statements, and a larger batch runs fewer of them.
+func (s *Store) PruneBatch() int {
+	if s.postgres {
+		return 1000
+	}
+	return 100
+}
+
 // PruneCounters deletes at most limit throttle counters whose window ended at or before now.
 func (s *Store) PruneCounters(ctx context.Context, now time.Time, limit int) (int64, error) {
 	return s.prune(ctx, `DELETE FROM auth_throttle

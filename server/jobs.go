@@ -127,10 +127,13 @@ func sleepUntil(ctx context.Context, d time.Duration) bool {
 }
 
 // runScheduled runs job through RunExclusive, logging a failure, and at skipped the run
-// another instance had.
+// another instance had. A run the server's shutdown stops is no failure: the next run, on this
+// instance or another, goes on where it left off.
 func (s *Scheduler) runScheduled(ctx context.Context, job auth.Job, skipped slog.Level) {
 	ran, err := s.RunExclusive(ctx, job)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		s.log.InfoContext(context.WithoutCancel(ctx), "scheduled job stopped by the shutdown", "job", job.Name, "error", err)
 	case err != nil:
 		s.log.ErrorContext(ctx, "scheduled job failed", "job", job.Name, "error", err)
 	case !ran:

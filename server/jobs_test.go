@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,4 +122,29 @@ func TestPruneRunsPeriodically(t *testing.T) {
 			t.Fatalf("signing in with the live code: %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+// A run the shutdown interrupts is logged as stopped, not as a failure an operator must look
+// into: the prune of a large backlog is often still running when an instance is replaced.
+func TestScheduledJob_StoppedByTheShutdownIsNoFailure(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	started := make(chan struct{})
+	job := auth.Job{Name: "test:until-shutdown", Run: func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return fmt.Errorf("deleting a batch: %w", ctx.Err())
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Server.Scheduler.RunEvery(ctx, time.Millisecond, job)
+	}()
+	<-started
+	cancel()
+	<-done
+	logs := e.Logs.String()
+	if strings.Contains(logs, "scheduled job failed") || !strings.Contains(logs, "scheduled job stopped by the shutdown") {
+		t.Fatalf("the interrupted run was not logged as stopped by the shutdown:\n%s", logs)
+	}
 }
