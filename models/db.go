@@ -191,12 +191,42 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 	if db.Dialector.Name() != "postgres" {
 		return migrate(db.WithContext(ctx))
 	}
-	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
 		return migrate(tx)
 	})
+	if err != nil {
+		return err
+	}
+	return dropReplacedIndexes(db.WithContext(ctx))
+}
+
+// dropReplacedIndexes drops the droppedIndexes still there, on PostgreSQL after the migration's
+// commit and CONCURRENTLY. A plain DROP INDEX needs its table's exclusive lock: in the migration's
+// transaction, which had just locked the table against writes by creating the index that
+// replaces it, it deadlocked with a request of an instance still serving (one that had read the
+// table and then wrote it), and while it waited behind any open reader every new request's read
+// of the table queued behind it. Instances that start together may race to drop one index: an
+// index gone meanwhile is what they wanted.
+func dropReplacedIndexes(db *gorm.DB) error {
+	m := db.Migrator()
+	for _, d := range droppedIndexes {
+		if !m.HasIndex(d.model, d.name) {
+			continue
+		}
+		var err error
+		if db.Dialector.Name() == "postgres" {
+			err = db.Exec(`DROP INDEX CONCURRENTLY IF EXISTS "` + d.name + `"`).Error
+		} else {
+			err = m.DropIndex(d.model, d.name)
+		}
+		if err != nil && m.HasIndex(d.model, d.name) {
+			return fmt.Errorf("dropping index %s: %w", d.name, err)
+		}
+	}
+	return nil
 }
 
 // droppedIndexes are indexes earlier versions created that the models no longer declare.
@@ -221,13 +251,10 @@ func migrate(db *gorm.DB) error {
 			return fmt.Errorf("setting the outbox's storage: %w", err)
 		}
 	}
-	m := db.Migrator()
-	for _, d := range droppedIndexes {
-		if m.HasIndex(d.model, d.name) {
-			if err := m.DropIndex(d.model, d.name); err != nil {
-				return fmt.Errorf("dropping index %s: %w", d.name, err)
-			}
-		}
+	if db.Dialector.Name() != "postgres" {
+		// SQLite has no concurrent readers to wait for (a DROP INDEX takes the write lock, as
+		// any write does), and the migration is not one transaction there.
+		return dropReplacedIndexes(db)
 	}
 	return nil
 }

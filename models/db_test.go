@@ -4,7 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"gorm.io/gorm"
 )
 
 // Migrating a database made by an earlier version replaces the outbox's full due-message index
@@ -91,5 +95,140 @@ func TestOpen_SQLitePathWithURICharacters(t *testing.T) {
 		if _, err := os.Stat(path); err != nil {
 			t.Fatalf("%q: no file at the path: %v", folder, err)
 		}
+	}
+}
+
+// Migrating a database made by an earlier version, on both databases, replaces users' index of
+// every deleted_at with the partial one, migrating again changes nothing, and the purge's read
+// (deleted_at IS NOT NULL AND deleted_at <= cutoff) uses it.
+func TestMigrateReplacesTheUsersDeletedIndex(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		ctx := context.Background()
+		m := s.db.Migrator()
+		if err := m.DropIndex(&User{}, "idx_users_deleted"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.db.Exec("CREATE INDEX idx_users_deleted_at ON users (deleted_at)").Error; err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := Migrate(ctx, s.db); err != nil {
+				t.Fatal(err)
+			}
+			if m.HasIndex(&User{}, "idx_users_deleted_at") || !m.HasIndex(&User{}, "idx_users_deleted") {
+				t.Fatal("the users indexes were not migrated")
+			}
+		}
+		var plan []string
+		if s.postgres {
+			if err := s.db.Transaction(func(tx *gorm.DB) error {
+				if err := tx.Exec("SET LOCAL enable_seqscan = off").Error; err != nil {
+					return err
+				}
+				return tx.Raw("EXPLAIN SELECT id FROM users WHERE deleted_at IS NOT NULL AND deleted_at <= now() LIMIT 100").Scan(&plan).Error
+			}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			var rows []struct{ Detail string }
+			if err := s.db.Raw("EXPLAIN QUERY PLAN SELECT id FROM users WHERE deleted_at IS NOT NULL AND deleted_at <= ? LIMIT 100", time.Now()).Scan(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rows {
+				plan = append(plan, r.Detail)
+			}
+		}
+		if !strings.Contains(strings.Join(plan, "\n"), "idx_users_deleted") {
+			t.Fatalf("the purge's read does not use the partial index:\n%s", strings.Join(plan, "\n"))
+		}
+	})
+}
+
+// oldUsersIndex puts back on a migrated PostgreSQL database the index of every deleted_at that
+// versions before idx_users_deleted made, with one account.
+func oldUsersIndex(t *testing.T, s *Store) {
+	t.Helper()
+	if err := Migrate(context.Background(), s.db); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"DROP INDEX idx_users_deleted", "CREATE INDEX idx_users_deleted_at ON users (deleted_at)",
+		"INSERT INTO users (id, email, name, email_verified, created_at, updated_at) VALUES ('00000000-0000-4000-8000-000000000001', 'a@x.io', '', true, now(), now())"} {
+		if err := s.db.Exec(q).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An instance of the new version migrates while an old one serves: a transaction that read an
+// account before the migration began and writes it after must go through, and so must the
+// migration. With the old index dropped inside the migration's transaction (after creating its
+// replacement, which locks the table against writes) the two deadlocked, and PostgreSQL aborted
+// one of them: a failed request, or an instance that would not start.
+func TestMigrate_IndexSwapDoesNotDeadlockWithAServingInstance(t *testing.T) {
+	url := testPostgresURL(t)
+	s := openTestStore(t, Options{DatabaseURL: url})
+	ctx := context.Background()
+	oldUsersIndex(t, s)
+	app := openTestStore(t, Options{DatabaseURL: url}).db.Begin()
+	if err := app.Exec("SELECT id FROM users WHERE id = '00000000-0000-4000-8000-000000000001'").Error; err != nil {
+		t.Fatal(err)
+	}
+	migrator := openTestStore(t, Options{DatabaseURL: url})
+	migrated := make(chan error, 1)
+	go func() { migrated <- Migrate(ctx, migrator.db) }()
+	time.Sleep(300 * time.Millisecond) // the migration has created the new index, or waits to
+	appErr := app.Exec("UPDATE users SET name = 'x' WHERE id = '00000000-0000-4000-8000-000000000001'").Error
+	if appErr != nil {
+		app.Rollback()
+	} else {
+		appErr = app.Commit().Error
+	}
+	if err := <-migrated; err != nil || appErr != nil {
+		t.Fatalf("migration: %v; the serving instance's transaction: %v", err, appErr)
+	}
+	if m := s.db.Migrator(); m.HasIndex(&User{}, "idx_users_deleted_at") || !m.HasIndex(&User{}, "idx_users_deleted") {
+		t.Fatal("the users indexes were not migrated")
+	}
+}
+
+// While the migration drops the old index, reads of users go on: a reader left open (a report, a
+// pg_dump) makes the drop wait, and a drop that waits for the table's exclusive lock makes every
+// later read, each request's session read among them, queue behind it.
+func TestMigrate_IndexSwapDoesNotHoldUpReads(t *testing.T) {
+	url := testPostgresURL(t)
+	s := openTestStore(t, Options{DatabaseURL: url})
+	ctx := context.Background()
+	oldUsersIndex(t, s)
+	reader := openTestStore(t, Options{DatabaseURL: url}).db.Begin()
+	if err := reader.Exec("SELECT count(*) FROM users").Error; err != nil {
+		t.Fatal(err)
+	}
+	migrator := openTestStore(t, Options{DatabaseURL: url})
+	migrated := make(chan error, 1)
+	go func() { migrated <- Migrate(ctx, migrator.db) }()
+	// The read is made once the migration waits for a lock the reader holds (or has finished).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting int64
+		if err := s.db.Raw("SELECT count(*) FROM pg_locks WHERE NOT granted").Scan(&waiting).Error; err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 || len(migrated) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	request := openTestStore(t, Options{DatabaseURL: url})
+	err := request.db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SET LOCAL statement_timeout = '1s'").Error; err != nil {
+			return err
+		}
+		var n int64
+		return tx.Raw("SELECT count(*) FROM users WHERE deleted_at IS NULL").Scan(&n).Error
+	})
+	reader.Rollback()
+	if merr := <-migrated; merr != nil {
+		t.Fatalf("migration: %v", merr)
+	}
+	if err != nil {
+		t.Fatalf("a read of users while the migration dropped the old index: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -127,12 +128,13 @@ func sleepUntil(ctx context.Context, d time.Duration) bool {
 }
 
 // runScheduled runs job through RunExclusive, logging a failure, and at skipped the run
-// another instance had. A run the server's shutdown stops is no failure: the next run, on this
-// instance or another, goes on where it left off.
+// another instance had. A run the server's shutdown stopped (its error is the cancellation) is
+// no failure: the next run, on this instance or another, goes on where it left off. Any other
+// error, or a panic, is one, shutdown or not.
 func (s *Scheduler) runScheduled(ctx context.Context, job auth.Job, skipped slog.Level) {
 	ran, err := s.RunExclusive(ctx, job)
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		s.log.InfoContext(context.WithoutCancel(ctx), "scheduled job stopped by the shutdown", "job", job.Name, "error", err)
 	case err != nil:
 		s.log.ErrorContext(ctx, "scheduled job failed", "job", job.Name, "error", err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -129,8 +130,9 @@ func TestPruneRunsPeriodically(t *testing.T) {
 func TestScheduledJob_StoppedByTheShutdownIsNoFailure(t *testing.T) {
 	e := testkit.New(t, testkit.SQLite)
 	started := make(chan struct{})
+	var once sync.Once
 	job := auth.Job{Name: "test:until-shutdown", Run: func(ctx context.Context) error {
-		close(started)
+		once.Do(func() { close(started) })
 		<-ctx.Done()
 		return fmt.Errorf("deleting a batch: %w", ctx.Err())
 	}}
@@ -146,5 +148,38 @@ func TestScheduledJob_StoppedByTheShutdownIsNoFailure(t *testing.T) {
 	logs := e.Logs.String()
 	if strings.Contains(logs, "scheduled job failed") || !strings.Contains(logs, "scheduled job stopped by the shutdown") {
 		t.Fatalf("the interrupted run was not logged as stopped by the shutdown:\n%s", logs)
+	}
+}
+
+// A job that fails for a reason of its own (an error of the database, or a panic) while the
+// shutdown happens to begin is a failure all the same, and is logged as one.
+func TestScheduledJob_AFailureDuringTheShutdownIsStillAFailure(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail func() error
+	}{
+		{"error", func() error {
+			return errors.New("pruning codes: ERROR: duplicate key value violates unique constraint (SQLSTATE 23505)")
+		}},
+		{"panic", func() error { panic("nil map") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := testkit.New(t, testkit.SQLite)
+			ctx, cancel := context.WithCancel(context.Background())
+			var once sync.Once
+			job := auth.Job{Name: "test:fails-as-shutdown-begins", Run: func(context.Context) error {
+				once.Do(cancel) // the shutdown begins while the job is on its way to failing on its own
+				return c.fail()
+			}}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				e.Server.Scheduler.RunEvery(ctx, time.Millisecond, job)
+			}()
+			<-done
+			if logs := e.Logs.String(); !strings.Contains(logs, "scheduled job failed") || strings.Contains(logs, "stopped by the shutdown") {
+				t.Fatalf("a failure during the shutdown was not logged as one:\n%s", logs)
+			}
+		})
 	}
 }
