@@ -208,8 +208,10 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 // transaction, which had just locked the table against writes by creating the index that
 // replaces it, it deadlocked with a request of an instance still serving (one that had read the
 // table and then wrote it), and while it waited behind any open reader every new request's read
-// of the table queued behind it. Instances that start together may race to drop one index: an
-// index gone meanwhile is what they wanted.
+// of the table queued behind it. CONCURRENTLY still waits for the transactions open on the
+// table to end (a pg_dump holds up the first start of a version that drops an index, not the
+// requests). Instances that start together may race to drop one index: an index gone meanwhile
+// is what they wanted.
 func dropReplacedIndexes(db *gorm.DB) error {
 	m := db.Migrator()
 	for _, d := range droppedIndexes {
