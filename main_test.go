@@ -234,8 +234,8 @@ func TestBinary_RunsOnPostgres(t *testing.T) {
 	}
 }
 
-// RATE_LIMIT_STORE=postgres opens its pool with the service's connection policy (models.OpenPool)
-// and the service runs on it.
+// With RATE_LIMIT_STORE=postgres the per-IP counters are in the database's counter table, and the
+// service runs on it.
 func TestBinary_SharedRateStoreOnPostgres(t *testing.T) {
 	p := start(t, "DATABASE_URL="+testkit.PostgresURL(t), "AUTH_SECRET=0123456789abcdef0123456789abcdef", "RATE_LIMIT_STORE=postgres")
 	signInFlow(t, p, "shared@example.com")

@@ -13,7 +13,6 @@ import (
 	"github.com/glebarez/sqlite"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
@@ -74,19 +73,6 @@ func pgxConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	}
 	cfg.OnPgError = dropBrokenConnection
 	return cfg, nil
-}
-
-// OpenPool opens a pgx pool on databaseURL with the same connection policy as Open (for the
-// shared per-IP rate-limit store).
-func OpenPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("reading the database URL: %w", err)
-	}
-	cfg.ConnConfig.OnPgError = dropBrokenConnection
-	cfg.MaxConnLifetime = ConnMaxLifetime
-	cfg.MaxConnIdleTime = ConnMaxIdleTime
-	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // Open connects to the database chosen by opts and checks that it answers.
@@ -188,19 +174,21 @@ const migrationLock = "codeauth migrations"
 // so that it is right through a pooler in transaction mode (PgBouncer), where a session's
 // statements may each run on another server connection.
 func Migrate(ctx context.Context, db *gorm.DB) error {
-	if db.Dialector.Name() != "postgres" {
-		return migrate(db.WithContext(ctx))
-	}
-	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
-			return fmt.Errorf("taking the migration lock: %w", err)
+	db = db.WithContext(ctx)
+	if db.Dialector.Name() == "postgres" {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext(?))", migrationLock).Error; err != nil {
+				return fmt.Errorf("taking the migration lock: %w", err)
+			}
+			return migrate(tx)
+		})
+		if err != nil {
+			return err
 		}
-		return migrate(tx)
-	})
-	if err != nil {
+	} else if err := migrate(db); err != nil {
 		return err
 	}
-	return dropReplacedIndexes(db.WithContext(ctx))
+	return dropReplacedIndexes(db)
 }
 
 // dropReplacedIndexes drops the droppedIndexes still there, on PostgreSQL after the migration's
@@ -252,11 +240,6 @@ func migrate(db *gorm.DB) error {
 		if err := db.Exec("ALTER TABLE outbox SET (toast_tuple_target = 8160)").Error; err != nil {
 			return fmt.Errorf("setting the outbox's storage: %w", err)
 		}
-	}
-	if db.Dialector.Name() != "postgres" {
-		// SQLite has no concurrent readers to wait for (a DROP INDEX takes the write lock, as
-		// any write does), and the migration is not one transaction there.
-		return dropReplacedIndexes(db)
 	}
 	return nil
 }

@@ -37,23 +37,17 @@ const (
 // PostgreSQL the delete is a data-modifying WITH of the insert, one statement instead of two (it
 // works on the snapshot taken before the insert, so it never sees the row being queued).
 func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
-	if row.Supersede == "" {
-		if err := insertLater(tx, row, ""); err != nil {
-			return fmt.Errorf("models: queueing e-mail: %w", err)
+	var with string
+	var withArgs []any
+	if row.Supersede != "" {
+		args := []any{row.Supersede, row.CreatedAt}
+		if tx.Dialector.Name() == "postgres" {
+			with, withArgs = "WITH superseded AS ("+supersedeSQL+") ", args
+		} else if err := execLater(tx, supersedeSQL, args...); err != nil {
+			return fmt.Errorf("models: superseding queued e-mail: %w", err)
 		}
-		return nil
 	}
-	supersedeArgs := []any{row.Supersede, row.CreatedAt}
-	if tx.Dialector.Name() == "postgres" {
-		if err := insertWithLater(tx, "WITH superseded AS ("+supersedeSQL+") ", supersedeArgs, row, ""); err != nil {
-			return fmt.Errorf("models: queueing e-mail: %w", err)
-		}
-		return nil
-	}
-	if err := execLater(tx, supersedeSQL, supersedeArgs...); err != nil {
-		return fmt.Errorf("models: superseding queued e-mail: %w", err)
-	}
-	if err := insertLater(tx, row, ""); err != nil {
+	if err := insertWithLater(tx, with, withArgs, row, ""); err != nil {
 		return fmt.Errorf("models: queueing e-mail: %w", err)
 	}
 	return nil
