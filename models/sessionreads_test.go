@@ -278,3 +278,55 @@ func TestSessionReadsWhileTheDatabaseHangs(t *testing.T) {
 		}
 	})
 }
+
+// Every size of batch, 1 to sessionReadBatch hashes, gets the session of each of its hashes that
+// has one, once, and nothing for the others: a batch is padded to the next query of
+// sessionBatchQueries with its last hash, which must neither answer twice nor stand for a
+// missing one.
+func TestSessionBatchQueriesAnswerEveryBatchSize(t *testing.T) {
+	storeEach(t, func(t *testing.T, st *Store, db *gorm.DB, _ time.Time) {
+		if !st.postgres {
+			return // SQLite reads one hash a query (stmtReader)
+		}
+		batchSizes(t, st, db)
+	})
+}
+
+func batchSizes(t *testing.T, st *Store, db *gorm.DB) {
+	emails := map[string]string{}
+	var hashes []string
+	for i := range sessionReadBatch {
+		hash := fmt.Sprintf("%043d", i) // no session has it
+		if i%3 != 1 {
+			email := fmt.Sprintf("batch-%d@example.com", i)
+			hash = addSession(t, db, addUser(t, db, email)).Token
+			emails[hash] = email
+		}
+		hashes = append(hashes, hash)
+	}
+	for n := 1; n <= sessionReadBatch; n++ {
+		query, args := sessionBatchArgs(hashes[:n])
+		if len(args) < n || len(args) >= 2*n && n > 1 || strings.Count(query, "$") != len(args) {
+			t.Fatalf("%d hashes: %d arguments for %q", n, len(args), query)
+		}
+		got := map[string]int{}
+		err := st.sessions.batch.query(context.Background(), hashes[:n], func(hash string, _ *Session, user *User) {
+			got[hash]++
+			if user.Email != emails[hash] {
+				t.Errorf("%d hashes: hash %s answered with %q, want %q", n, hash, user.Email, emails[hash])
+			}
+		})
+		if err != nil {
+			t.Fatalf("%d hashes: %v", n, err)
+		}
+		for _, hash := range hashes[:n] {
+			want := 0
+			if emails[hash] != "" {
+				want = 1
+			}
+			if got[hash] != want {
+				t.Fatalf("%d hashes: hash %s answered %d times, want %d", n, hash, got[hash], want)
+			}
+		}
+	}
+}
