@@ -49,6 +49,7 @@ func main() {
 	flag.StringVar(&o.console, "console", "", "file with the service's console output (without -server)")
 	flag.StringVar(&env, "env", "", "comma-separated NAME=value pairs for -server")
 	flag.IntVar(&o.conns, "c", 32, "concurrent connections (or flows)")
+	flag.IntVar(&postmasterPID, "postmaster", 0, "count as PostgreSQL's CPU only this postmaster and its processes (default: every process named postgres)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before measuring")
 	flag.Parse()
@@ -432,8 +433,13 @@ func processTimes(pid string) (own, children time.Duration) {
 	return time.Duration(n(11)+n(12)) * clockTick, time.Duration(n(13)+n(14)) * clockTick
 }
 
-// postgresCPU is the CPU time of every process named postgres, with the children they reaped
-// (a backend that exited is in its postmaster's), read from /proc.
+// postmasterPID, when set (-postmaster), limits postgresCPU to one PostgreSQL server: that
+// postmaster and its children, so that two servers measured at once (bench/pair) each count their
+// own.
+var postmasterPID int
+
+// postgresCPU is the CPU time of every process named postgres (or of postmasterPID's), with the
+// children they reaped (a backend that exited is in its postmaster's), read from /proc.
 func postgresCPU() time.Duration {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -448,10 +454,28 @@ func postgresCPU() time.Duration {
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
 			continue
 		}
+		if postmasterPID != 0 && e.Name() != strconv.Itoa(postmasterPID) && parentOf(e.Name()) != postmasterPID {
+			continue
+		}
 		own, children := processTimes(e.Name())
 		total += own + children
 	}
 	return total
+}
+
+// parentOf is a process's parent's PID (/proc/<pid>/stat field 4); 0 when unknown.
+func parentOf(pid string) int {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 func (c *client) reads(o options, s session) *result {
