@@ -99,7 +99,7 @@ func (r *stmtReader) read(ctx context.Context, hash string, sess *Session, user 
 // for `= $1`, and 170 against 75 µs for eight hashes.
 var sessionBatchQueries = func() []string {
 	var queries []string
-	for n := 1; n <= sessionReadBatch; n *= 2 {
+	for n := 1; n < 2*sessionReadBatch; n *= 2 { // up to the least power of two >= sessionReadBatch
 		params := make([]string, n)
 		for i := range params {
 			params[i] = "$" + strconv.Itoa(i+1)
@@ -113,9 +113,12 @@ var sessionBatchQueries = func() []string {
 	return queries
 }()
 
-// sessionBatchArgs returns the query of sessionBatchQueries for hashes (at most sessionReadBatch)
-// and its arguments, hashes padded to the query's size class with the last hash.
+// sessionBatchArgs returns the query of sessionBatchQueries for hashes (1 to sessionReadBatch of
+// them) and its arguments, hashes padded to the query's size class with the last hash.
 func sessionBatchArgs(hashes []string) (string, []any) {
+	if len(hashes) == 0 {
+		panic("models: a session read batch without hashes")
+	}
 	class := bits.Len(uint(len(hashes) - 1)) // the least i with 1<<i >= len(hashes)
 	args := make([]any, 1<<class)
 	for i := range args {
@@ -130,7 +133,7 @@ const (
 	// waits: measured on 2 cores at 32 connections, one query in flight gave 22,000 bearer reads/s
 	// at p99 4.1 ms, two gave 19,000 at 5.3 ms and four 16,000 at 6.2 ms, because every query in
 	// flight makes the batches smaller and costs PostgreSQL a backend's wake-up and executor start.
-	sessionReadBatch = 64 // a power of two: sessionBatchQueries has a query for each up to it
+	sessionReadBatch = 64
 	// sessionReadsInFlight caps the batch queries that run at once when full batches wait.
 	sessionReadsInFlight = 8
 	// sessionReadQueue caps the reads waiting for a query. Past it, while the database does not

@@ -454,13 +454,19 @@ func postgresCPU() time.Duration {
 		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
 			continue
 		}
-		if postmasterPID != 0 && e.Name() != strconv.Itoa(postmasterPID) && parentOf(e.Name()) != postmasterPID {
+		if !ofPostmaster(e.Name()) {
 			continue
 		}
 		own, children := processTimes(e.Name())
 		total += own + children
 	}
 	return total
+}
+
+// ofPostmaster reports whether the process pid counts for -postmaster: it is that postmaster or
+// one of its children, or -postmaster is not set.
+func ofPostmaster(pid string) bool {
+	return postmasterPID == 0 || pid == strconv.Itoa(postmasterPID) || parentOf(pid) == postmasterPID
 }
 
 // parentOf is a process's parent's PID (/proc/<pid>/stat field 4); 0 when unknown.

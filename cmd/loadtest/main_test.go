@@ -17,11 +17,26 @@ func TestParentOf(t *testing.T) {
 	}
 }
 
-// With -postmaster naming a process that is no PostgreSQL server, no process counts.
-func TestPostgresCPUOfAnotherPostmasterIsNone(t *testing.T) {
-	postmasterPID = os.Getpid()
+// -postmaster counts that process and its children, and nothing else; without it every process
+// counts (postgresCPU still keeps to those named postgres).
+func TestOfPostmaster(t *testing.T) {
+	self, parent := strconv.Itoa(os.Getpid()), strconv.Itoa(os.Getppid())
 	defer func() { postmasterPID = 0 }()
-	if got := postgresCPU(); got != 0 {
-		t.Fatalf("postgresCPU with this test as the postmaster = %v, want 0", got)
+	for _, c := range []struct {
+		postmaster int
+		pid        string
+		want       bool
+	}{
+		{0, self, true},
+		{os.Getppid(), self, true},   // a child of the postmaster
+		{os.Getppid(), parent, true}, // the postmaster itself
+		{os.Getpid(), self, true},    // the postmaster itself
+		{os.Getpid(), parent, false}, // the postmaster's parent
+		{1 << 30, self, false},       // another server's
+	} {
+		postmasterPID = c.postmaster
+		if got := ofPostmaster(c.pid); got != c.want {
+			t.Errorf("-postmaster %d: ofPostmaster(%s) = %v, want %v", c.postmaster, c.pid, got, c.want)
+		}
 	}
 }
