@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 )
@@ -365,6 +366,12 @@ func plannedOnce(t *testing.T, st *Store, hashes []string) {
 	defer conn.Close()
 	err = conn.Raw(func(driverConn any) error {
 		pc := driverConn.(*stdlib.Conn)
+		if mode := pc.Conn().Config().DefaultQueryExecMode; mode != pgx.QueryExecModeCacheStatement {
+			// Unnamed statements (cache_describe, as behind PgBouncer 1.18) are planned on every
+			// run whatever their shape; nothing is kept to check.
+			t.Logf("statements are not prepared in query mode %v", mode)
+			return nil
+		}
 		for _, batch := range [][]string{hashes[:1], hashes} {
 			for range 10 {
 				if err := st.sessions.batch.scan(ctx, pc, batch, func(string, *Session, *User) {}); err != nil {
