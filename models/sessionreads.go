@@ -90,7 +90,7 @@ func (r *stmtReader) read(ctx context.Context, hash string, sess *Session, user 
 }
 
 // sessionBatchQueries are the session queries for many token hashes at once, each row led by its
-// hash: the one at i takes up to 1<<i hashes as as many parameters (`= $1` for one, `IN ($1, …)`
+// hash: the one at i takes up to 1<<i hashes as that many parameters (`= $1` for one, `IN ($1, …)`
 // for more), and a batch is padded to its size class by repeating its last hash, which the unique
 // index on sessions.token then probes once. The fixed lists are what keeps PostgreSQL from
 // planning the query on every run: with one array parameter (`= ANY($1)`) the plan of a known
@@ -288,8 +288,8 @@ func (r *batchReader) answer(batch []*sessionRead) {
 	})
 }
 
-// query runs a query of sessionBatchQueries on a connection of the pool through pgx and calls found for each
-// row.
+// query runs a query of sessionBatchQueries on a connection of the pool through pgx and calls
+// found for each row.
 func (r *batchReader) query(ctx context.Context, hashes []string, found func(string, *Session, *User)) error {
 	for attempt := 1; ; attempt++ {
 		broken, err := r.queryOnce(ctx, hashes, found)
@@ -304,8 +304,8 @@ func (r *batchReader) query(ctx context.Context, hashes []string, found func(str
 	}
 }
 
-// queryOnce runs a query of sessionBatchQueries once on a connection of the pool through pgx, calls found for
-// each row, and reports whether the connection is dead after a failure.
+// queryOnce runs a query of sessionBatchQueries once on a connection of the pool through pgx,
+// calls found for each row, and reports whether the connection is dead after a failure.
 func (r *batchReader) queryOnce(ctx context.Context, hashes []string, found func(string, *Session, *User)) (broken bool, err error) {
 	conn, err := r.db.Conn(ctx)
 	if err != nil {
