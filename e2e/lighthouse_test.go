@@ -48,11 +48,11 @@ func TestLighthouse_PublicPages(t *testing.T) {
 	for _, path := range []string{"/", "/auth/sign-in", "/auth/sign-up", "/checkout/success?purchase=" + purchase.ID} {
 		start := time.Now()
 		report := runLighthouse(t, bin, chrome, env.URL+path)
-		// The performance score is timed: on this 2-core machine, shared with the other test
-		// packages go test runs beside this one, a busy moment costs a page points it does not
-		// lose alone. Up to two more runs are made while it is under the bar, and the best
-		// counts; a page that is really too heavy fails all three. The other categories are
-		// not timed, and come from the first run.
+		// The performance score is timed: on this 2-core machine a busy moment costs a page
+		// points it does not lose alone, so scripts/test runs this test on its own, after the
+		// other packages. Up to two more runs are made while a page is under the bar, and the
+		// best counts; a page that is really too heavy fails all three. The other categories
+		// are not timed, and come from the first run.
 		for try := 2; try <= 3 && report.performance() < lighthousePerformanceBar; try++ {
 			t.Logf("%s: performance %.0f at best after %d run(s), running Lighthouse again", path, report.performance()*100, try-1)
 			if again := runLighthouse(t, bin, chrome, env.URL+path); again.performance() > report.performance() {
