@@ -135,7 +135,7 @@ func TestDatabaseReadOnly_PostgreSQL(t *testing.T) {
 	if err := admin.Exec("ALTER ROLE " + role + " SET default_transaction_read_only = on").Error; err != nil {
 		t.Fatal(err)
 	}
-	testkit.TerminateBackends(t, role)
+	testkit.TerminateBackendsOfOldSettings(t, role)
 	for i := 0; i < 4; i++ {
 		if r := e.Get("/readyz"); r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("readyz on a read-only database: %d %s", r.Status, r.Body)

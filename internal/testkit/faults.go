@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"codeauth/internal/testdb"
 )
@@ -237,6 +238,35 @@ func PostgresRole(t testing.TB) (role string, opt Option) {
 		u.User = url.User(role)
 		return u.String()
 	})
+}
+
+// TerminateBackendsOfOldSettings ends every connection of role that may still run with the
+// role's settings as they were before a change that committed just before the call (ALTER ROLE …
+// SET): each started before the change. A backend reads its role's settings before it shows in
+// pg_stat_activity under its role, so one that started just before the change may show only
+// moments later: the backends are looked for again until none that started before the change
+// has shown for 200 ms.
+func TerminateBackendsOfOldSettings(t testing.TB, role string) {
+	t.Helper()
+	admin := Admin(t)
+	var changed time.Time
+	if err := admin.Raw("SELECT clock_timestamp()").Scan(&changed).Error; err != nil {
+		t.Fatalf("reading the server's clock: %v", err)
+	}
+	quiet := time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Since(quiet) < 200*time.Millisecond; {
+		if time.Now().After(deadline) {
+			t.Fatalf("backends of %s that started before the change keep showing", role)
+		}
+		var ended []bool
+		if err := admin.Raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ? AND backend_start <= ?", role, changed).Scan(&ended).Error; err != nil {
+			t.Fatalf("terminating backends: %v", err)
+		}
+		if len(ended) > 0 {
+			quiet = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TerminateBackends ends, from the server's side, every connection of role (pg_terminate_backend:
