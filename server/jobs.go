@@ -134,7 +134,7 @@ func sleepUntil(ctx context.Context, d time.Duration) bool {
 func (s *Scheduler) runScheduled(ctx context.Context, job auth.Job, skipped slog.Level) {
 	ran, err := s.RunExclusive(ctx, job)
 	switch {
-	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+	case err != nil && errors.Is(err, ctx.Err()): // ctx.Err() is nil until the shutdown
 		s.log.InfoContext(context.WithoutCancel(ctx), "scheduled job stopped by the shutdown", "job", job.Name, "error", err)
 	case err != nil:
 		s.log.ErrorContext(ctx, "scheduled job failed", "job", job.Name, "error", err)

@@ -248,9 +248,8 @@ func PostgresRole(t testing.TB) (role string, opt Option) {
 // has shown for 200 ms.
 func TerminateBackendsOfOldSettings(t testing.TB, role string) {
 	t.Helper()
-	admin := Admin(t)
 	var changed time.Time
-	if err := admin.Raw("SELECT clock_timestamp()").Scan(&changed).Error; err != nil {
+	if err := Admin(t).Raw("SELECT clock_timestamp()").Scan(&changed).Error; err != nil {
 		t.Fatalf("reading the server's clock: %v", err)
 	}
 	quiet := time.Now()
@@ -258,11 +257,7 @@ func TerminateBackendsOfOldSettings(t testing.TB, role string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("backends of %s that started before the change keep showing", role)
 		}
-		var ended []bool
-		if err := admin.Raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ? AND backend_start <= ?", role, changed).Scan(&ended).Error; err != nil {
-			t.Fatalf("terminating backends: %v", err)
-		}
-		if len(ended) > 0 {
+		if terminate(t, "usename = ? AND backend_start <= ?", role, changed) > 0 {
 			quiet = time.Now()
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -273,8 +268,15 @@ func TerminateBackendsOfOldSettings(t testing.TB, role string) {
 // the backend sends FATAL 57P01, as in a restart), and reports how many it ended.
 func TerminateBackends(t testing.TB, role string) int {
 	t.Helper()
+	return terminate(t, "usename = ?", role)
+}
+
+// terminate ends the backends pg_stat_activity lists where the condition holds, and reports how
+// many it ended.
+func terminate(t testing.TB, where string, args ...any) int {
+	t.Helper()
 	var ended []bool
-	if err := Admin(t).Raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = ?", role).Scan(&ended).Error; err != nil {
+	if err := Admin(t).Raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "+where, args...).Scan(&ended).Error; err != nil {
 		t.Fatalf("terminating backends: %v", err)
 	}
 	return len(ended)
