@@ -51,7 +51,8 @@ const (
 	jwtClockSkew = time.Minute
 	// jwtCacheSize bounds the JWTs kept for reuse, per instance; past it the older half goes.
 	// An entry is about 800 bytes (the JWT and what it says), so the cache stays under 7 MB of a
-	// heap the default GOMEMLIMIT holds to 40 MB; a session past it is signed for again.
+	// heap the default GOMEMLIMIT holds to 40 MB; a session past it is signed for again. Only
+	// sessions read more than once take a place (jwtCache).
 	jwtCacheSize = 8192
 )
 
@@ -138,8 +139,9 @@ type jwtClaims struct {
 }
 
 // SessionJWT returns a JWT for the session st: the one made for it earlier when that is less
-// than half its lifetime old and still says the same about the user, else a new one. Reuse keeps
-// an Ed25519 signature off most session reads, which without one cost about as much.
+// than half its lifetime old, still says the same about the user, and was kept (from the
+// session's second JWT on, jwtCache), else a new one. Reuse keeps an Ed25519 signature off most
+// session reads, which without one cost about as much.
 func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, error) {
 	now := s.now()
 	if token, kid, ok := s.jwt.cache.get(st, now); ok {
@@ -547,23 +549,41 @@ func (s *Service) RotateJWTKeyJob(force bool) Job {
 // lock, so parallel session checks do not queue on one mutex. Each shard keeps two maps, and when
 // the newer fills to half the shard's bound the older is dropped, so the most recently used JWTs
 // stay.
+//
+// A JWT is kept from the second one made for its session on (or when it renews one kept): a
+// session read once, as most are when sign-ins come in bursts, never takes a place, so it pushes
+// out none of the JWTs read again and again, and holds no memory. Which sessions were signed for
+// once is remembered in seen, a table of their ids' hashes with no pointers for the collector to
+// follow. The price is one signature more for each session read more than once.
 type jwtCache struct {
 	shards [jwtCacheShards]jwtCacheShard
+	// seen holds, in the slot its hash picks, the hash of a session signed for once and not
+	// kept; a session whose slot another has taken since is signed for once more.
+	seen [jwtSeenSlots]atomic.Uint64
 }
 
 // jwtCacheShards is how many shards the cache has: enough that two cores rarely meet on one.
 const jwtCacheShards = 32
+
+// jwtSeenSlots is how many sessions signed for once the cache remembers at most (8 bytes each).
+const jwtSeenSlots = 2 * jwtCacheSize
 
 type jwtCacheShard struct {
 	mu       sync.Mutex
 	cur, old map[string]cachedJWT
 }
 
-// jwtCacheSeed seeds the hash that picks a session's shard.
+// jwtCacheSeed seeds the hash that picks a session's shard and slot.
 var jwtCacheSeed = maphash.MakeSeed()
 
-func (c *jwtCache) shard(sessionID string) *jwtCacheShard {
-	return &c.shards[maphash.String(jwtCacheSeed, sessionID)%jwtCacheShards]
+// sessionHash is the hash of a session's id that picks its shard and its slot in seen.
+func sessionHash(sessionID string) uint64 { return maphash.String(jwtCacheSeed, sessionID) }
+
+func (c *jwtCache) shard(h uint64) *jwtCacheShard { return &c.shards[h%jwtCacheShards] }
+
+// seenSlot is the slot of seen for the hash h: picked with other bits than the shard.
+func (c *jwtCache) seenSlot(h uint64) *atomic.Uint64 {
+	return &c.seen[(h/jwtCacheShards)%jwtSeenSlots]
 }
 
 // cachedJWT is a JWT with what it says about its user, which must still hold for it to be
@@ -578,7 +598,7 @@ type cachedJWT struct {
 // renewal and the user it names is unchanged. Its expiry, capped by the session's, needs no
 // check: a session's expiry only moves later.
 func (c *jwtCache) get(st *SessionState, now time.Time) (token, kid string, ok bool) {
-	sh := c.shard(st.Session.ID)
+	sh := c.shard(sessionHash(st.Session.ID))
 	sh.mu.Lock()
 	e, ok := sh.cur[st.Session.ID]
 	if !ok {
@@ -595,16 +615,28 @@ func (c *jwtCache) get(st *SessionState, now time.Time) (token, kid string, ok b
 	return e.token, e.kid, true
 }
 
-// put keeps token, signed with the key kid, for st's session until renew.
+// put keeps token, signed with the key kid, for st's session until renew, if the session was
+// signed for before (seen) or has a JWT kept already; else it only notes the session as seen.
 func (c *jwtCache) put(st *SessionState, token, kid string, renew time.Time) {
+	id := st.Session.ID
+	h := sessionHash(id)
+	sh := c.shard(h)
+	slot, mark := c.seenSlot(h), h|1 // never 0, an empty slot
+	sh.mu.Lock()
+	_, kept := sh.cur[id]
+	if !kept {
+		_, kept = sh.old[id]
+	}
+	if !kept && slot.Load() != mark {
+		sh.mu.Unlock()
+		slot.Store(mark)
+		return
+	}
 	u := &st.User
 	// Copies: a session read from the cookie cache has its strings cut from one larger string,
 	// which the entry would otherwise keep alive.
-	e := cachedJWT{token: token, kid: kid, userID: strings.Clone(u.ID), email: strings.Clone(u.Email),
-		name: strings.Clone(u.Name), verified: u.EmailVerified, renew: renew}
-	sh := c.shard(st.Session.ID)
-	sh.mu.Lock()
-	sh.putLocked(st.Session.ID, e)
+	sh.putLocked(id, cachedJWT{token: token, kid: kid, userID: strings.Clone(u.ID), email: strings.Clone(u.Email),
+		name: strings.Clone(u.Name), verified: u.EmailVerified, renew: renew})
 	sh.mu.Unlock()
 }
 

@@ -143,7 +143,8 @@ func TestJWTCache_Shards(t *testing.T) {
 	st := &SessionState{User: models.User{ID: "u"}}
 	for i := range jwtCacheSize * 2 {
 		st.Session.ID = fmt.Sprintf("session-%d", i)
-		c.put(st, "token", "kid", now.Add(time.Minute))
+		c.put(st, "token", "kid", now.Add(time.Minute)) // seen
+		c.put(st, "token", "kid", now.Add(time.Minute)) // kept
 	}
 	total := 0
 	for i := range c.shards {
@@ -160,6 +161,39 @@ func TestJWTCache_Shards(t *testing.T) {
 	st.Session.ID = fmt.Sprintf("session-%d", jwtCacheSize*2-1)
 	if token, kid, ok := c.get(st, now); !ok || token != "token" || kid != "kid" {
 		t.Fatalf("the last JWT put is not found: %q %q %v", token, kid, ok)
+	}
+}
+
+// A session's first JWT is not kept, its second is, and a kept JWT's renewal is kept even when
+// another session has taken its slot among those seen since; a burst of sessions read once each
+// takes no place in the cache.
+func TestJWTCache_KeepsFromTheSecondJWT(t *testing.T) {
+	var c jwtCache
+	now := time.Now()
+	st := &SessionState{Session: models.Session{ID: "read-often"}, User: models.User{ID: "u"}}
+	c.put(st, "first", "kid", now.Add(time.Minute))
+	if _, _, ok := c.get(st, now); ok {
+		t.Fatal("the session's first JWT was kept")
+	}
+	c.put(st, "second", "kid", now.Add(time.Minute))
+	if token, _, ok := c.get(st, now); !ok || token != "second" {
+		t.Fatalf("the session's second JWT was not kept: %q %v", token, ok)
+	}
+	c.seenSlot(sessionHash(st.Session.ID)).Store(0) // another session took the slot
+	c.put(st, "renewed", "kid", now.Add(2*time.Minute))
+	if token, _, ok := c.get(st, now); !ok || token != "renewed" {
+		t.Fatalf("the renewal of a kept JWT was not kept: %q %v", token, ok)
+	}
+
+	var burst jwtCache
+	for i := range jwtCacheSize {
+		st.Session.ID = fmt.Sprintf("once-%d", i)
+		burst.put(st, "token", "kid", now.Add(time.Minute))
+	}
+	for i := range burst.shards {
+		if n := len(burst.shards[i].cur) + len(burst.shards[i].old); n != 0 {
+			t.Fatalf("shard %d keeps %d JWTs of sessions signed for once", i, n)
+		}
 	}
 }
 

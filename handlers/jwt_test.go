@@ -184,11 +184,18 @@ func TestGetSession_SetAuthJWT(t *testing.T) {
 		if _, c, err := verifyJWT(t, fetchJWKS(t, e), first); err != nil || c.Sub != s.UserID {
 			t.Fatalf("set-auth-jwt does not verify (%v) or names %q", err, c.Sub)
 		}
-		// The cookie cache answers without the database, and still with the JWT.
+		// The cookie cache answers without the database, and still with the JWT (signed again at
+		// the same instant: the same bytes; from this second JWT on, the session's is kept).
 		byCookie := getSession(e, s.Cookies())
 		expectSession(t, byCookie, s.UserID)
 		if got := byCookie.Header.Get("set-auth-jwt"); got != first {
-			t.Fatalf("get-session by cookie signed anew within the JWT's half-life")
+			t.Fatalf("get-session by cookie gave another JWT at the same instant")
+		}
+		// A minute later, within the JWT's half-life, the kept JWT is handed out again: one signed
+		// now would say a later iat.
+		e.Clock.Advance(time.Minute)
+		if got := getSession(e, nil, "Authorization", "Bearer "+s.Bearer).Header.Get("set-auth-jwt"); got != first {
+			t.Fatalf("get-session signed anew within the JWT's half-life")
 		}
 
 		// An altered JWT is refused: a claim changed, or the signature.
@@ -203,6 +210,11 @@ func TestGetSession_SetAuthJWT(t *testing.T) {
 func TestJWT_ReusedUntilHalfLife(t *testing.T) {
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		s := e.SignIn("reuse@example.com")
+		// A session's JWT is kept from its second on (a session read once takes no place); at
+		// one instant both are the same bytes.
+		if first, again := getToken(t, e, s.Bearer), getToken(t, e, s.Bearer); again != first {
+			t.Fatal("two JWTs of one session at one instant differ")
+		}
 		first := getToken(t, e, s.Bearer)
 		e.Clock.Advance(auth.JWTLifetime/2 - time.Second)
 		if got := getToken(t, e, s.Bearer); got != first {
