@@ -50,9 +50,10 @@ const (
 	// jwtClockSkew is the margin kept for verifiers whose clocks run behind ours.
 	jwtClockSkew = time.Minute
 	// jwtCacheSize bounds the JWTs kept for reuse, per instance; past it the older half goes.
-	// An entry is about 800 bytes (the JWT and what it says), so the cache stays under 7 MB of a
-	// heap the default GOMEMLIMIT holds to 40 MB; a session past it is signed for again. Only
-	// sessions read more than once take a place (jwtCache).
+	// An entry is about 800 bytes (the JWT and what it says), so the cache stays under 7 MB, a
+	// large part of the heap the default GOMEMLIMIT (config.DefaultMemoryLimit) leaves the
+	// service; a session past it is signed for again. Only sessions read more than once take a
+	// place (jwtCache).
 	jwtCacheSize = 8192
 )
 
