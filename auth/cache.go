@@ -94,15 +94,15 @@ var cacheBuffers = sync.Pool{New: func() any { b := make([]byte, maxCacheLength)
 
 // decodeCache opens a session_data value made for token. It fails for anything tampered with,
 // made with another key or for another token or in another layout, stale, or for a session past
-// its expiry.
-func (s *Service) decodeCache(value, token string, now time.Time) (*SessionState, bool) {
+// its expiry. The state it returns shares no memory with value.
+func (s *Service) decodeCache(value []byte, token string, now time.Time) (*SessionState, bool) {
 	if len(value) > maxCacheLength {
 		return nil, false
 	}
 	bp := cacheBuffers.Get().(*[]byte)
 	defer cacheBuffers.Put(bp)
 	buf := *bp
-	n, err := base64.RawURLEncoding.Decode(buf, []byte(value))
+	n, err := base64.RawURLEncoding.Decode(buf, value)
 	aead := s.keys.cache
 	if err != nil || n < aead.NonceSize()+aead.Overhead() {
 		return nil, false
@@ -162,12 +162,16 @@ func (s *Service) decodeCache(value, token string, now time.Time) (*SessionState
 		},
 	}
 	next := 7
+	// Each optional field gets a string of its own to point to: a pointer into strs would move
+	// the whole array to the heap on every read.
 	if flags&cacheHasImage != 0 {
-		st.User.Image = &strs[next]
+		image := strs[next]
+		st.User.Image = &image
 		next++
 	}
 	if flags&cacheImpersonated != 0 {
-		st.Session.ImpersonatedBy = &strs[next]
+		by := strs[next]
+		st.Session.ImpersonatedBy = &by
 	}
 	return st, true
 }

@@ -66,8 +66,9 @@ type SessionState struct {
 type SessionQuery struct {
 	// Token is the raw token, its signature already verified when it arrived signed.
 	Token string
-	// Cache is the session_data cookie value, or "".
-	Cache string
+	// Cache is the session_data cookie value, or empty. It is read only during Session, so it
+	// may be the request's own bytes, not a copy.
+	Cache []byte
 	// FromDatabase skips the cookie cache: routes that change the account use it.
 	FromDatabase bool
 	// NoRefresh leaves the expiry alone even when a refresh is due.
@@ -83,7 +84,7 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 		return nil, nil
 	}
 	now := s.now()
-	if q.Cache != "" && !q.FromDatabase {
+	if len(q.Cache) != 0 && !q.FromDatabase {
 		if st, ok := s.decodeCache(q.Cache, q.Token, now); ok && !s.revoked.has(st.Session.ID, now) &&
 			(q.NoRefresh || now.Before(st.Session.UpdatedAt.Add(SessionRefreshAge))) {
 			s.stats.cookieCacheReads.Add(1)

@@ -36,7 +36,7 @@ func TestStatsCountSessionReadsAndQueries(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		if st, err := e.Auth.Session(context.Background(), auth.SessionQuery{Token: s.Token, Cache: s.DataCookie.Value}); err != nil || st == nil || !st.Cached {
+		if st, err := e.Auth.Session(context.Background(), auth.SessionQuery{Token: s.Token, Cache: []byte(s.DataCookie.Value)}); err != nil || st == nil || !st.Cached {
 			t.Fatalf("a check the cookie cache answers: %+v, %v", st, err)
 		}
 		after := e.Auth.Stats()

@@ -55,31 +55,31 @@ func TestCookieCache_RoundTripAndTampering(t *testing.T) {
 			t.Fatalf("cache exposes %q", secret)
 		}
 	}
-	got, ok := s.decodeCache(value, st.Token, now)
+	got, ok := s.decodeCache([]byte(value), st.Token, now)
 	if !ok || got.User.Email != "alice@example.com" || got.Session.ID != "sid" || !got.Session.ExpiresAt.Equal(st.Session.ExpiresAt) || !got.Cached {
 		t.Fatalf("decode = %+v, %v", got, ok)
 	}
 	// Catalogue I78, I79, I81, I82.
-	if _, ok := s.decodeCache(value, strings.Repeat("U", tokenLength), now); ok {
+	if _, ok := s.decodeCache([]byte(value), strings.Repeat("U", tokenLength), now); ok {
 		t.Fatal("cache opened for another token")
 	}
 	for i := 0; i < len(value); i += 7 {
 		b := []byte(value)
 		b[i] ^= 1
-		if _, ok := s.decodeCache(string(b), st.Token, now); ok {
+		if _, ok := s.decodeCache(b, st.Token, now); ok {
 			t.Fatalf("tampered cache (byte %d) accepted", i)
 		}
 	}
-	if _, ok := s.decodeCache(value, st.Token, now.Add(CookieCacheTTL)); ok {
+	if _, ok := s.decodeCache([]byte(value), st.Token, now.Add(CookieCacheTTL)); ok {
 		t.Fatal("stale cache accepted")
 	}
-	if _, ok := testService(t, "secret-b-0123456789-0123456789-01").decodeCache(value, st.Token, now); ok {
+	if _, ok := testService(t, "secret-b-0123456789-0123456789-01").decodeCache([]byte(value), st.Token, now); ok {
 		t.Fatal("cache accepted under another secret")
 	}
 	expired := *st
 	expired.Session.ExpiresAt = now.Add(time.Second)
 	v2, _ := s.EncodeCache(&expired)
-	if _, ok := s.decodeCache(v2, st.Token, now.Add(2*time.Second)); ok {
+	if _, ok := s.decodeCache([]byte(v2), st.Token, now.Add(2*time.Second)); ok {
 		t.Fatal("cache of an expired session accepted")
 	}
 }
@@ -107,7 +107,7 @@ func TestCookieCache_Layout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := s.decodeCache(value, st.Token, now)
+		got, ok := s.decodeCache([]byte(value), st.Token, now)
 		if !ok {
 			t.Fatal("not decoded")
 		}
@@ -130,7 +130,7 @@ func TestCookieCache_Layout(t *testing.T) {
 	for i := 0; i < 7; i++ {
 		valid = append(valid, 1, 'x')
 	}
-	if _, ok := s.decodeCache(seal(valid), strings.Repeat("T", tokenLength), now); !ok {
+	if _, ok := s.decodeCache([]byte(seal(valid)), strings.Repeat("T", tokenLength), now); !ok {
 		t.Fatal("a well-formed hand-made payload was refused: the checks below would prove nothing")
 	}
 	for name, plain := range map[string][]byte{
@@ -144,7 +144,7 @@ func TestCookieCache_Layout(t *testing.T) {
 		"image flag, none":        append([]byte{cacheVersion, cacheHasImage}, valid[2:]...),
 		"impersonator flag, none": append([]byte{cacheVersion, cacheImpersonated}, valid[2:]...),
 	} {
-		if _, ok := s.decodeCache(seal(plain), strings.Repeat("T", tokenLength), now); ok {
+		if _, ok := s.decodeCache([]byte(seal(plain)), strings.Repeat("T", tokenLength), now); ok {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -160,7 +160,7 @@ func BenchmarkDecodeCache(b *testing.B) {
 	value, _ := s.EncodeCache(st)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := s.decodeCache(value, st.Token, now); !ok {
+		if _, ok := s.decodeCache([]byte(value), st.Token, now); !ok {
 			b.Fatal("not decoded")
 		}
 	}

@@ -112,7 +112,8 @@ func (m *Sessions) Resolve(c *fiber.Ctx, opts Options) (*auth.SessionState, erro
 	}
 	q := auth.SessionQuery{Token: cred.Token, FromDatabase: opts.FromDatabase, NoRefresh: opts.NoRefresh}
 	if cred.FromCookie {
-		q.Cache = string(c.Context().Request.Header.Cookie(m.dataCookie))
+		// The request's bytes, valid while it is served: Session keeps no part of them.
+		q.Cache = c.Context().Request.Header.Cookie(m.dataCookie)
 	}
 	st, err := m.auth.Session(c.UserContext(), q)
 	if err != nil {
