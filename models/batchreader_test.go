@@ -49,3 +49,39 @@ func TestBatchReaderAnswersAPanicWithAnError(t *testing.T) {
 		}
 	}
 }
+
+// A read is answered once: the row goes into the request's own Session and User only while the
+// request still waits, never after it stopped waiting (its context ended first), and a failure
+// of the rest of the query does not take back a row already handed out.
+func TestSessionReadIsAnsweredOnce(t *testing.T) {
+	row := &Session{ID: "found"}
+	owner := &User{Name: "owner"}
+
+	var sess Session
+	var user User
+	abandoned := &sessionRead{sess: &sess, user: &user, done: make(chan struct{})}
+	if !abandoned.state.CompareAndSwap(readWaiting, readAbandoned) {
+		t.Fatal("a waiting read could not be abandoned")
+	}
+	if abandoned.deliver(row, owner) || sess.ID != "" || user.Name != "" {
+		t.Fatalf("a row was written into an abandoned read's destination: %q %q", sess.ID, user.Name)
+	}
+	abandoned.fail(context.Canceled) // must not close done a second time, nor at all
+
+	answered := &sessionRead{sess: &sess, user: &user, done: make(chan struct{})}
+	if !answered.deliver(row, owner) || sess.ID != "found" || user.Name != "owner" || answered.err != nil {
+		t.Fatalf("a waiting read was not answered: %q %q %v", sess.ID, user.Name, answered.err)
+	}
+	<-answered.done
+	answered.fail(context.DeadlineExceeded)
+	if answered.err != nil || answered.deliver(&Session{ID: "other"}, owner) || sess.ID != "found" {
+		t.Fatalf("an answered read was answered again: %v %q", answered.err, sess.ID)
+	}
+
+	failed := &sessionRead{sess: &sess, user: &user, done: make(chan struct{})}
+	failed.fail(context.DeadlineExceeded)
+	<-failed.done
+	if failed.err != context.DeadlineExceeded || failed.deliver(row, owner) {
+		t.Fatalf("a failed read: %v, or answered after it", failed.err)
+	}
+}

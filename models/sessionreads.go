@@ -152,13 +152,44 @@ var ErrSessionReadsBusy = fmt.Errorf("models: too many session reads are waiting
 // sessionRead is one request's wait for its session row.
 type sessionRead struct {
 	hash string
-	sess Session
-	user User
-	err  error // sql.ErrNoRows when the hash matches no live session
-	done chan struct{}
+	// sess and user are the request's own: the query writes the row found into them, so a read
+	// allocates no copy of it. It writes them only once it has claimed the read (state), and a
+	// request that stops waiting first has abandoned it, so nothing is written into them after
+	// read returned.
+	sess  *Session
+	user  *User
+	err   error // sql.ErrNoRows when the hash matches no live session
+	done  chan struct{}
+	state atomic.Int32 // readWaiting, then readAnswered (done is closed) or readAbandoned
 	// taken means a query has it; gone, that the request stopped waiting (its context ended)
 	// before that, so no query asks for it. Both under batchReader.mu.
 	taken, gone bool
+}
+
+// The states of a sessionRead: each moves once, from readWaiting to one of the others.
+const (
+	readWaiting int32 = iota
+	readAnswered
+	readAbandoned
+)
+
+// deliver claims p, and when it still waits writes the row into its request's sess and user, and
+// wakes it. It reports whether it did.
+func (p *sessionRead) deliver(sess *Session, user *User) bool {
+	if !p.state.CompareAndSwap(readWaiting, readAnswered) {
+		return false
+	}
+	*p.sess, *p.user, p.err = *sess, *user, nil
+	close(p.done)
+	return true
+}
+
+// fail claims p, and when it still waits wakes it with err.
+func (p *sessionRead) fail(err error) {
+	if p.state.CompareAndSwap(readWaiting, readAnswered) {
+		p.err = err
+		close(p.done)
+	}
 }
 
 // batchReader answers session reads on PostgreSQL by gathering the hashes that arrive while a
@@ -184,7 +215,7 @@ type batchReader struct {
 // read returns the session and user of hash; sql.ErrNoRows when there is none; or an error of
 // the database, ErrSessionReadsBusy, or ctx's error when ctx ends first.
 func (r *batchReader) read(ctx context.Context, hash string, sess *Session, user *User) error {
-	p := &sessionRead{hash: hash, done: make(chan struct{})}
+	p := &sessionRead{hash: hash, sess: sess, user: user, done: make(chan struct{})}
 	r.mu.Lock()
 	if r.waiting >= sessionReadQueue {
 		r.mu.Unlock()
@@ -207,6 +238,11 @@ func (r *batchReader) read(ctx context.Context, hash string, sess *Session, user
 	select {
 	case <-p.done:
 	case <-ctx.Done():
+		if !p.state.CompareAndSwap(readWaiting, readAbandoned) {
+			// A query has claimed the read and is writing its answer, which wakes it at once.
+			<-p.done
+			return p.err
+		}
 		r.mu.Lock()
 		if !p.taken {
 			p.gone = true
@@ -215,11 +251,7 @@ func (r *batchReader) read(ctx context.Context, hash string, sess *Session, user
 		r.mu.Unlock()
 		return ctx.Err()
 	}
-	if p.err != nil {
-		return p.err
-	}
-	*sess, *user = p.sess, p.user
-	return nil
+	return p.err
 }
 
 // take removes the oldest reads, at most sessionReadBatch of those still waited for, from the
@@ -263,11 +295,13 @@ func (r *batchReader) answer(batch []*sessionRead) {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("models: the session query panicked: %v", v)
 		}
+		// Every read not answered with its row: none, or the query's failure. A row already
+		// handed out stays answered; it was read whole, by a query that began after its read.
+		if err == nil {
+			err = sql.ErrNoRows
+		}
 		for _, p := range batch {
-			if err != nil {
-				p.err = err
-			}
-			close(p.done)
+			p.fail(err)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.timeout.Load()))
@@ -279,11 +313,10 @@ func (r *batchReader) answer(batch []*sessionRead) {
 			hashes = append(hashes, p.hash)
 		}
 		byHash[p.hash] = append(byHash[p.hash], p)
-		p.err = sql.ErrNoRows
 	}
 	err = r.query(ctx, hashes, func(hash string, sess *Session, user *User) {
 		for _, p := range byHash[hash] {
-			p.sess, p.user, p.err = *sess, *user, nil
+			p.deliver(sess, user) // false for a read abandoned, or answered by a first try
 		}
 	})
 }
