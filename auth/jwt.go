@@ -553,14 +553,16 @@ func (s *Service) RotateJWTKeyJob(force bool) Job {
 //
 // A JWT is kept from the second one made for its session on (or when it renews one kept): a
 // session read once, as most are when sign-ins come in bursts, never takes a place, so it pushes
-// out none of the JWTs read again and again, and holds no memory. Which sessions were signed for
-// once is remembered in seen, a table of their ids' hashes with no pointers for the collector to
-// follow. The price is one signature more for each session read more than once.
+// out none of the JWTs read again and again, and holds no memory. The sessions signed for once are
+// noted in seen (seenBefore), a table of their ids' hashes with no pointers for the collector to
+// follow. The price is one signature more for each session read more than once, or a few more when
+// other sessions' notes push its own out before it is read again.
 type jwtCache struct {
 	shards [jwtCacheShards]jwtCacheShard
-	// seen holds, in the slot its hash picks, the hash of a session signed for once and not
-	// kept; a session whose slot another has taken since is signed for once more.
+	// seen holds the notes of sessions signed for once and not kept (seenBefore).
 	seen [jwtSeenSlots]atomic.Uint64
+	// turn picks which of its two slots a note takes when both hold others'.
+	turn atomic.Uint32
 }
 
 // jwtCacheShards is how many shards the cache has: enough that two cores rarely meet on one.
@@ -582,9 +584,32 @@ func sessionHash(sessionID string) uint64 { return maphash.String(jwtCacheSeed, 
 
 func (c *jwtCache) shard(h uint64) *jwtCacheShard { return &c.shards[h%jwtCacheShards] }
 
-// seenSlot is the slot of seen for the hash h: picked with other bits than the shard.
-func (c *jwtCache) seenSlot(h uint64) *atomic.Uint64 {
-	return &c.seen[(h/jwtCacheShards)%jwtSeenSlots]
+// seenSlots are the two slots of seen where the session of hash h may be noted, picked with
+// other bits of h than its shard and than each other.
+func (c *jwtCache) seenSlots(h uint64) (a, b *atomic.Uint64) {
+	return &c.seen[(h>>8)%jwtSeenSlots], &c.seen[(h>>36)%jwtSeenSlots]
+}
+
+// seenBefore reports whether the session of hash h was noted as signed for once, and takes the
+// note away if so; else it notes it. A note goes into a free one of the session's two slots, so
+// two sessions that share one slot are both noted; only when both hold others' notes does it push
+// one out, the one turn picks, so no two sessions read in turns push each other's notes out every
+// time.
+func (c *jwtCache) seenBefore(h uint64) bool {
+	a, b := c.seenSlots(h)
+	mark := h | 1 // never 0, a free slot
+	if a.CompareAndSwap(mark, 0) || b.CompareAndSwap(mark, 0) {
+		return true
+	}
+	if a.CompareAndSwap(0, mark) || b.CompareAndSwap(0, mark) {
+		return false
+	}
+	if c.turn.Add(1)&1 == 0 {
+		a.Store(mark)
+	} else {
+		b.Store(mark)
+	}
+	return false
 }
 
 // cachedJWT is a JWT with what it says about its user, which must still hold for it to be
@@ -616,21 +641,19 @@ func (c *jwtCache) get(st *SessionState, now time.Time) (token, kid string, ok b
 	return e.token, e.kid, true
 }
 
-// put keeps token, signed with the key kid, for st's session until renew, if the session was
-// signed for before (seen) or has a JWT kept already; else it only notes the session as seen.
+// put keeps token, signed with the key kid, for st's session until renew, if the session has a
+// JWT kept already or was signed for before (seenBefore); else it only notes the session.
 func (c *jwtCache) put(st *SessionState, token, kid string, renew time.Time) {
 	id := st.Session.ID
 	h := sessionHash(id)
 	sh := c.shard(h)
-	slot, mark := c.seenSlot(h), h|1 // never 0, an empty slot
 	sh.mu.Lock()
 	_, kept := sh.cur[id]
 	if !kept {
 		_, kept = sh.old[id]
 	}
-	if !kept && slot.Load() != mark {
+	if !kept && !c.seenBefore(h) {
 		sh.mu.Unlock()
-		slot.Store(mark)
 		return
 	}
 	u := &st.User
