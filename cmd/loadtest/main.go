@@ -35,6 +35,7 @@ import (
 
 type options struct {
 	url, mode, server, console string
+	serverLog                  string
 	conns                      int
 	duration, warmup           time.Duration
 	env                        []string
@@ -48,6 +49,7 @@ func main() {
 	flag.StringVar(&o.server, "server", "", "service binary to start (its stdout is the console)")
 	flag.StringVar(&o.console, "console", "", "file with the service's console output (without -server)")
 	flag.StringVar(&env, "env", "", "comma-separated NAME=value pairs for -server")
+	flag.StringVar(&o.serverLog, "server-log", "", "file the -server's stderr (its logs) is appended to (default: this tool's stderr)")
 	flag.IntVar(&o.conns, "c", 32, "concurrent connections (or flows)")
 	flag.IntVar(&postmasterPID, "postmaster", 0, "count as PostgreSQL's CPU only this postmaster and its processes (default: every process named postgres)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure")
@@ -128,6 +130,14 @@ func startServer(o options) (*server, error) {
 		return nil, err
 	}
 	cmd.Stderr = os.Stderr
+	if o.serverLog != "" {
+		f, err := os.OpenFile(o.serverLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close() // the child has its own copy once started
+		cmd.Stderr = f
+	}
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
