@@ -46,7 +46,7 @@ type option struct {
 // service's live heap is 10-15 MB under load; without a limit the collector lets garbage grow to
 // twice it between cycles, and the process passes 60 MB. With it the process peaked at 57-59 MB
 // (bearer reads and flows). The mapped binary is about 24 MB of that, so the heap gets the rest,
-// and the lower the limit the more often the collector runs: 40 MiB gave 60-61 MB, 36 MiB 56-57
+// and the lower the limit the more often the collector runs: 40 MiB gave 60-61 MB, 36 MiB 55-57
 // MB for 11 % more CPU a bearer read, 38 MiB 4 %. It is soft: a larger live heap is never refused.
 const DefaultMemoryLimit = 38 << 20
 
