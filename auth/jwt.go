@@ -561,8 +561,8 @@ type jwtCache struct {
 	shards [jwtCacheShards]jwtCacheShard
 	// seen holds the notes of sessions signed for once and not kept (seenBefore).
 	seen [jwtSeenSlots]atomic.Uint64
-	// turn picks which of its two slots a note takes when both hold others'.
-	turn atomic.Uint32
+	// notes counts the notes made since seen was last cleared.
+	notes atomic.Int64
 }
 
 // jwtCacheShards is how many shards the cache has: enough that two cores rarely meet on one.
@@ -593,21 +593,25 @@ func (c *jwtCache) seenSlots(h uint64) (a, b *atomic.Uint64) {
 // seenBefore reports whether the session of hash h was noted as signed for once, and takes the
 // note away if so; else it notes it. A note goes into a free one of the session's two slots, so
 // two sessions that share one slot are both noted; only when both hold others' notes does it push
-// one out, the one turn picks, so no two sessions read in turns push each other's notes out every
-// time.
+// the first one's out. Every jwtSeenSlots/2 notes the table is cleared (as TinyLFU's doorkeeper
+// is reset), so a table full of sessions read once is emptied, and two sessions read in turns
+// that push out each other's notes do so only until then.
 func (c *jwtCache) seenBefore(h uint64) bool {
 	a, b := c.seenSlots(h)
 	mark := h | 1 // never 0, a free slot
 	if a.CompareAndSwap(mark, 0) || b.CompareAndSwap(mark, 0) {
 		return true
 	}
-	if a.CompareAndSwap(0, mark) || b.CompareAndSwap(0, mark) {
-		return false
+	if c.notes.Add(1) > jwtSeenSlots/2 {
+		// Two notes at once may both clear the table; each costs a few microseconds, once in
+		// thousands of signatures of 30 µs.
+		c.notes.Store(0)
+		for i := range c.seen {
+			c.seen[i].Store(0)
+		}
 	}
-	if c.turn.Add(1)&1 == 0 {
+	if !a.CompareAndSwap(0, mark) && !b.CompareAndSwap(0, mark) {
 		a.Store(mark)
-	} else {
-		b.Store(mark)
 	}
 	return false
 }

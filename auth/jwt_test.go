@@ -238,6 +238,41 @@ func TestJWTCache_SessionsSharingASlotAreBothKept(t *testing.T) {
 	}
 }
 
+// When every slot holds a note of a session read once (after a burst of sign-ins), two sessions
+// whose first slots are the same, read in turns, push out each other's notes, but only until the
+// table is cleared, after at most jwtSeenSlots/2 notes: then both are kept.
+func TestJWTCache_AFullTableIsCleared(t *testing.T) {
+	var c jwtCache
+	slots := map[*atomic.Uint64]string{}
+	var first, second string
+	for i := 0; second == ""; i++ {
+		id := fmt.Sprintf("session-%d", i)
+		a, _ := c.seenSlots(sessionHash(id))
+		if other, ok := slots[a]; ok {
+			first, second = other, id
+		}
+		slots[a] = id
+	}
+	for i := range c.seen {
+		c.seen[i].Store(uint64(i)<<1 | 1) // a note of some other session
+	}
+	now := time.Now()
+	stFirst := &SessionState{Session: models.Session{ID: first}, User: models.User{ID: "u1"}}
+	stSecond := &SessionState{Session: models.Session{ID: second}, User: models.User{ID: "u2"}}
+	for round := 0; ; round++ {
+		c.put(stFirst, "first", "kid", now.Add(time.Minute))
+		c.put(stSecond, "second", "kid", now.Add(time.Minute))
+		_, _, keptFirst := c.get(stFirst, now)
+		_, _, keptSecond := c.get(stSecond, now)
+		if keptFirst && keptSecond {
+			return
+		}
+		if round > jwtSeenSlots/4+2 {
+			t.Fatalf("after %d rounds: %s kept %v, %s kept %v", round, first, keptFirst, second, keptSecond)
+		}
+	}
+}
+
 // BenchmarkSessionJWTReusedParallel is what get-session pays for set-auth-jwt on most reads, from
 // every core at once.
 func BenchmarkSessionJWTReusedParallel(b *testing.B) {

@@ -2,6 +2,8 @@ package models
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,5 +85,77 @@ func TestSessionReadIsAnsweredOnce(t *testing.T) {
 	<-failed.done
 	if failed.err != context.DeadlineExceeded || failed.deliver(row, owner) {
 		t.Fatalf("a failed read: %v, or answered after it", failed.err)
+	}
+}
+
+// Reads answered by one query: a row found is written into its request's own Session and User
+// even when the rest of the query then fails, a read of a row not yet found gets the failure, and
+// a read whose context ends meanwhile returns at once and has nothing written into its Session
+// after it returned, even when the query finds its row later (run with -race).
+func TestBatchReaderAnswersEachReadOnce(t *testing.T) {
+	var queries atomic.Int64
+	r := &batchReader{queries: &queries}
+	r.timeout.Store(int64(10 * time.Second))
+	release, delivered, cancelled := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	boom := errors.New("the connection broke")
+	r.queryHook = func(ctx context.Context, hashes []string, found func(string, *Session, *User)) error {
+		if len(hashes) == 1 && hashes[0] == "first" {
+			<-release // holds the reader busy while the others queue behind it
+			return nil
+		}
+		found("h1", &Session{ID: "one"}, &User{Name: "one"})
+		close(delivered)
+		<-cancelled
+		found("h3", &Session{ID: "three"}, &User{Name: "three"}) // its request has gone
+		return boom
+	}
+	type result struct {
+		sess Session
+		user User
+		err  error
+	}
+	read := func(ctx context.Context, hash string) chan *result {
+		out := make(chan *result, 1)
+		go func() {
+			res := &result{}
+			res.err = r.read(ctx, hash, &res.sess, &res.user)
+			out <- res // the same Session and User the query would write into
+		}()
+		return out
+	}
+	first := read(context.Background(), "first")
+	waitFor(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.inFlight == 1 && len(r.queue) == 0 })
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	one, two, three := read(context.Background(), "h1"), read(context.Background(), "h2"), read(ctx3, "h3")
+	waitFor(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.waiting == 3 })
+	close(release)
+	if res := <-first; !errors.Is(res.err, sql.ErrNoRows) {
+		t.Fatalf("a read of no session: %v", res.err)
+	}
+	<-delivered
+	cancel3()
+	res3 := <-three
+	if !errors.Is(res3.err, context.Canceled) {
+		t.Fatalf("a read whose context ended: %v", res3.err)
+	}
+	close(cancelled)
+	if res := <-one; res.err != nil || res.sess.ID != "one" || res.user.Name != "one" {
+		t.Fatalf("a read whose row was found before the query failed: %+v", res)
+	}
+	if res := <-two; !errors.Is(res.err, boom) {
+		t.Fatalf("a read whose row was not found when the query failed: %v", res.err)
+	}
+	if res3.sess.ID != "" || res3.user.Name != "" {
+		t.Fatalf("a row was written into an abandoned read: %+v", res3)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10 seconds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition did not come about within 10 s")
+		}
 	}
 }

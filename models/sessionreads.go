@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"math/bits"
 	"strconv"
@@ -179,10 +180,15 @@ func (p *sessionRead) deliver(sess *Session, user *User) bool {
 	if !p.state.CompareAndSwap(readWaiting, readAnswered) {
 		return false
 	}
-	*p.sess, *p.user, p.err = *sess, *user, nil
-	close(p.done)
+	defer close(p.done) // even if the copy panics: the request must wake
+	p.err = errSessionNotCopied
+	*p.sess, *p.user = *sess, *user
+	p.err = nil
 	return true
 }
+
+// errSessionNotCopied is the answer of a read whose row could not be copied to it.
+var errSessionNotCopied = errors.New("models: the session row could not be handed to its request")
 
 // fail claims p, and when it still waits wakes it with err.
 func (p *sessionRead) fail(err error) {
@@ -205,6 +211,8 @@ type batchReader struct {
 	db      *sql.DB
 	queries *atomic.Int64
 	timeout atomic.Int64 // of a batch query, in nanoseconds; sessionReadTimeout but in tests
+	// queryHook, set only by tests, runs in place of query.
+	queryHook func(ctx context.Context, hashes []string, found func(string, *Session, *User)) error
 
 	mu       sync.Mutex
 	queue    []*sessionRead
@@ -314,7 +322,11 @@ func (r *batchReader) answer(batch []*sessionRead) {
 		}
 		byHash[p.hash] = append(byHash[p.hash], p)
 	}
-	err = r.query(ctx, hashes, func(hash string, sess *Session, user *User) {
+	query := r.query
+	if r.queryHook != nil {
+		query = r.queryHook
+	}
+	err = query(ctx, hashes, func(hash string, sess *Session, user *User) {
 		for _, p := range byHash[hash] {
 			p.deliver(sess, user) // false for a read abandoned, or answered by a first try
 		}
