@@ -44,8 +44,8 @@ type option struct {
 
 // DefaultMemoryLimit is the Go runtime's soft memory limit unless GOMEMLIMIT sets another. The
 // service's live heap is 10-15 MB under load; without a limit the collector lets garbage grow to
-// twice it between cycles, and the process passes 60 MB. With it the process peaked at 57-59 MB
-// (bearer reads and flows). The mapped binary is about 24 MB of that, so the heap gets the rest,
+// twice it between cycles, and the process passes 60 MB. With it the process peaked at 58-60 MB
+// (scripts/bench, every mode). The mapped binary is about 24 MB of that, so the heap gets the rest,
 // and the lower the limit the more often the collector runs: 40 MiB gave 60-61 MB, 36 MiB 55-57
 // MB for 11 % more CPU a bearer read, 38 MiB 4 %. It is soft: a larger live heap is never refused.
 const DefaultMemoryLimit = 38 << 20
@@ -441,7 +441,7 @@ var options = []option{
 			return nil
 		}},
 	{name: "GOMEMLIMIT", shown: fmt.Sprintf("`%dMiB`", DefaultMemoryLimit>>20),
-		doc: "The Go runtime's soft memory limit; with the default the process peaked at 57-59 MB at full load. Raise it to trade memory for a little CPU: the collector runs less often."},
+		doc: "The Go runtime's soft memory limit; with the default the process peaked at 58-60 MB at full load. Raise it to trade memory for a little CPU: the collector runs less often."},
 }
 
 // setClaim stores v, a JWT claim an operator chose, in *dst; unset leaves it empty, which means
