@@ -210,22 +210,9 @@ func TestJWTCache_KeepsFromTheSecondJWT(t *testing.T) {
 // read would push out the note the next one looks for, and neither would ever be kept).
 func TestJWTCache_SessionsSharingASlotAreBothKept(t *testing.T) {
 	var c jwtCache
-	slots := map[*atomic.Uint64]string{}
-	var first, second string
-	for i := 0; second == ""; i++ {
-		id := fmt.Sprintf("session-%d", i)
-		a, b := c.seenSlots(sessionHash(id))
-		if other, ok := slots[a]; ok {
-			if oa, ob := c.seenSlots(sessionHash(other)); ob != b && oa != b {
-				first, second = other, id
-			}
-			continue
-		}
-		slots[a] = id
-	}
+	stFirst, stSecond := sessionsSharingAFirstSlot(&c, func(b1, b2 *atomic.Uint64) bool { return b1 != b2 })
+	first, second := stFirst.Session.ID, stSecond.Session.ID
 	now := time.Now()
-	stFirst := &SessionState{Session: models.Session{ID: first}, User: models.User{ID: "u1"}}
-	stSecond := &SessionState{Session: models.Session{ID: second}, User: models.User{ID: "u2"}}
 	for range 2 {
 		c.put(stFirst, "first", "kid", now.Add(time.Minute))
 		c.put(stSecond, "second", "kid", now.Add(time.Minute))
@@ -243,22 +230,12 @@ func TestJWTCache_SessionsSharingASlotAreBothKept(t *testing.T) {
 // table is cleared, after at most jwtSeenSlots/2 notes: then both are kept.
 func TestJWTCache_AFullTableIsCleared(t *testing.T) {
 	var c jwtCache
-	slots := map[*atomic.Uint64]string{}
-	var first, second string
-	for i := 0; second == ""; i++ {
-		id := fmt.Sprintf("session-%d", i)
-		a, _ := c.seenSlots(sessionHash(id))
-		if other, ok := slots[a]; ok {
-			first, second = other, id
-		}
-		slots[a] = id
-	}
+	stFirst, stSecond := sessionsSharingAFirstSlot(&c, func(_, _ *atomic.Uint64) bool { return true })
+	first, second := stFirst.Session.ID, stSecond.Session.ID
 	for i := range c.seen {
 		c.seen[i].Store(uint64(i)<<1 | 1) // a note of some other session
 	}
 	now := time.Now()
-	stFirst := &SessionState{Session: models.Session{ID: first}, User: models.User{ID: "u1"}}
-	stSecond := &SessionState{Session: models.Session{ID: second}, User: models.User{ID: "u2"}}
 	for round := 0; ; round++ {
 		c.put(stFirst, "first", "kid", now.Add(time.Minute))
 		c.put(stSecond, "second", "kid", now.Add(time.Minute))
@@ -270,6 +247,25 @@ func TestJWTCache_AFullTableIsCleared(t *testing.T) {
 		if round > jwtSeenSlots/4+2 {
 			t.Fatalf("after %d rounds: %s kept %v, %s kept %v", round, first, keptFirst, second, keptSecond)
 		}
+	}
+}
+
+// sessionsSharingAFirstSlot returns two sessions, of two users, whose first slots in c's notes are
+// the same and whose second slots, b1 and b2, the first's second slot also differing from the
+// shared one, satisfy ok.
+func sessionsSharingAFirstSlot(c *jwtCache, ok func(b1, b2 *atomic.Uint64) bool) (*SessionState, *SessionState) {
+	byFirstSlot := map[*atomic.Uint64]string{}
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("session-%d", i)
+		a, b := c.seenSlots(sessionHash(id))
+		if other, found := byFirstSlot[a]; found {
+			if _, ob := c.seenSlots(sessionHash(other)); b != a && ok(ob, b) {
+				return &SessionState{Session: models.Session{ID: other}, User: models.User{ID: "u1"}},
+					&SessionState{Session: models.Session{ID: id}, User: models.User{ID: "u2"}}
+			}
+			continue
+		}
+		byFirstSlot[a] = id
 	}
 }
 
