@@ -94,8 +94,12 @@ type MemoryRateStore struct {
 }
 
 type rateShard struct {
-	mu      sync.Mutex
-	buckets map[string]*rateBucket
+	mu sync.Mutex
+	// buckets are keyed by their key's hash (maphash, seeded at random per process: two keys
+	// share a counter with a chance of one in 2^64 a pair, which no client can aim at), and hold
+	// their counters by value, so the map has no pointers: the collector never scans it, and a
+	// key costs no allocation of its own.
+	buckets map[uint64]rateBucket
 	_       [48]byte // keep shards on separate cache lines
 }
 
@@ -104,7 +108,7 @@ type rateBucket struct {
 	resetAt int64 // unix nanoseconds
 }
 
-// DefaultMaxRateKeys bounds the in-memory limiter: about 20 MB at most.
+// DefaultMaxRateKeys bounds the in-memory limiter: about 4 MB at most.
 const DefaultMaxRateKeys = 100_000
 
 const rateShards = 64
@@ -116,28 +120,29 @@ func NewMemoryRateStore(maxKeys int) *MemoryRateStore {
 	}
 	s := &MemoryRateStore{shards: make([]rateShard, rateShards), seed: maphash.MakeSeed(), perShard: maxKeys / rateShards}
 	for i := range s.shards {
-		s.shards[i].buckets = make(map[string]*rateBucket)
+		s.shards[i].buckets = make(map[uint64]rateBucket)
 	}
 	return s
 }
 
 // Take counts one request.
 func (s *MemoryRateStore) Take(key string, rule Rule, now time.Time) (bool, time.Time, error) {
-	sh := &s.shards[maphash.String(s.seed, key)%rateShards]
+	h := maphash.String(s.seed, key)
+	sh := &s.shards[h%rateShards]
 	n := now.UnixNano()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	b := sh.buckets[key]
-	if b == nil {
+	b, ok := sh.buckets[h]
+	if !ok {
 		if len(sh.buckets) >= s.perShard {
 			sh.evict(n, s.perShard)
 		}
-		b = &rateBucket{resetAt: n + int64(rule.Window)}
-		sh.buckets[key] = b
+		b = rateBucket{resetAt: n + int64(rule.Window)}
 	} else if n >= b.resetAt {
 		b.count, b.resetAt = 0, n+int64(rule.Window)
 	}
 	b.count++
+	sh.buckets[h] = b
 	return b.count <= rule.Max, time.Unix(0, b.resetAt), nil
 }
 
