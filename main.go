@@ -70,7 +70,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "codeauth:", err)
 		return 2
 	}
-	log := newLogger(cfg)
+	log, logs := newLogger(cfg)
+	defer logs.Close() // last: after the server's own deferred Close has logged
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
@@ -175,13 +176,16 @@ func runJobOnce(ctx context.Context, srv *server.Server, log *slog.Logger, name 
 	return 2
 }
 
-func newLogger(cfg config.Config) *slog.Logger {
+// newLogger makes the service's logger, the default one too, writing to stderr through a
+// logBuffer, which the caller closes when the command ends.
+func newLogger(cfg config.Config) (*slog.Logger, *logBuffer) {
+	buf := newLogBuffer(os.Stderr, logFlushDelay)
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	var h slog.Handler = slog.NewTextHandler(buf, opts)
 	if cfg.LogFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, opts)
+		h = slog.NewJSONHandler(buf, opts)
 	}
-	log := slog.New(middleware.LogHandler(h))
+	log := slog.New(middleware.LogHandler(flushingHandler{h, buf}))
 	slog.SetDefault(log)
-	return log
+	return log, buf
 }

@@ -180,6 +180,13 @@ func signInFlow(t *testing.T, p *process, email string) {
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.User.Email != email {
 		t.Fatalf("get-session: %v %+v", err, body)
 	}
+	// Access-log lines are written out in batches: wait for the last request's, after which the
+	// log holds every line of these requests.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.out(&p.stderr), "path=/api/auth/get-session"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no access-log line of the get-session within 10 s")
+		}
+	}
 	if strings.Contains(p.out(&p.stderr), code) || strings.Contains(p.out(&p.stderr), token) {
 		t.Fatal("the log holds the code or the token")
 	}

@@ -66,7 +66,7 @@ func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler, observer 
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		log.LogAttrs(c.UserContext(), level, "request",
+		log.LogAttrs(c.UserContext(), level, AccessLogMessage,
 			slog.String("method", c.Method()),
 			slog.String("path", c.Path()),
 			slog.Int("status", status),
@@ -141,6 +141,9 @@ func (r *request) Impersonator() string {
 	}
 	return ""
 }
+
+// AccessLogMessage is the message of the access-log record written for every request answered.
+const AccessLogMessage = "request"
 
 // LogHandler wraps a slog handler so every record logged with a request's context carries its
 // request_id.
