@@ -14,8 +14,8 @@ import (
 // logFlushDelay is how long a log line may wait in logBuffer before it is written out.
 const logFlushDelay = 100 * time.Millisecond
 
-// logBufferSize is logBuffer's buffer: a line that does not fit in what is left of it writes the
-// buffer out first.
+// logBufferSize is logBuffer's buffer: a record that does not fit in what is left of it writes
+// the buffer out first, so no record is split between two writes.
 const logBufferSize = 64 << 10
 
 // logBuffer is where the service's log records go before stderr. At the default level every
@@ -23,10 +23,11 @@ const logBufferSize = 64 << 10
 // cookie-cache read's CPU; so access-log lines are gathered and written out together,
 // logFlushDelay after the first of them, when the buffer fills, with the next record of another
 // kind (flushingHandler writes the buffer out after each), and when the command ends (Close). The
-// price: a crash loses the access-log lines of its last logFlushDelay; every other record is out
-// already.
+// price: a crash or a kill loses the access-log lines not yet written out, normally those of its
+// last logFlushDelay; every other record is out already.
 type logBuffer struct {
 	mu      sync.Mutex
+	dst     io.Writer
 	w       *bufio.Writer
 	timer   *time.Timer
 	delay   time.Duration // logFlushDelay but in tests
@@ -37,7 +38,7 @@ type logBuffer struct {
 // newLogBuffer returns a logBuffer in front of dst that writes a line out at most delay after it
 // came.
 func newLogBuffer(dst io.Writer, delay time.Duration) *logBuffer {
-	b := &logBuffer{w: bufio.NewWriterSize(dst, logBufferSize), delay: delay}
+	b := &logBuffer{dst: dst, w: bufio.NewWriterSize(dst, logBufferSize), delay: delay}
 	b.timer = time.AfterFunc(time.Hour, func() { _ = b.Flush() })
 	b.timer.Stop()
 	return b
@@ -48,12 +49,19 @@ func newLogBuffer(dst io.Writer, delay time.Duration) *logBuffer {
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(p) > b.w.Available() && b.w.Buffered() > 0 {
+		if err := b.flushLocked(); err != nil {
+			return 0, err
+		}
+	}
 	n, err := b.w.Write(p)
+	if err != nil {
+		b.w.Reset(b.dst)
+		return n, err
+	}
 	switch {
 	case b.closed:
-		if err == nil {
-			err = b.w.Flush()
-		}
+		err = b.flushLocked()
 	case !b.pending && b.w.Buffered() > 0:
 		b.pending = true
 		b.timer.Reset(b.delay)
@@ -65,8 +73,19 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 func (b *logBuffer) Flush() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.flushLocked()
+}
+
+// flushLocked is Flush with b.mu held. A write-out that fails drops what the buffer held rather
+// than every record after it (bufio.Writer keeps its first error), so logging resumes once
+// stderr takes writes again (a full disk freed, say).
+func (b *logBuffer) flushLocked() error {
 	b.pending = false
-	return b.w.Flush()
+	err := b.w.Flush()
+	if err != nil {
+		b.w.Reset(b.dst)
+	}
+	return err
 }
 
 // Close writes out what the buffer holds; later records are written out one by one.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"codeauth/config"
 	"codeauth/middleware"
 )
 
@@ -115,5 +116,92 @@ func TestLogBuffer_Concurrent(t *testing.T) {
 		if !strings.HasPrefix(l, "time=") || !strings.Contains(l, "msg=request line=") {
 			t.Fatalf("a line broken up: %q", l)
 		}
+	}
+}
+
+// A line waits no longer than the buffer's delay: the first write after a write-out schedules the
+// next one.
+func TestLogBuffer_WritesOutAfterItsDelay(t *testing.T) {
+	var out lockedBuffer
+	buf := newLogBuffer(&out, 10*time.Millisecond)
+	log := slog.New(flushingHandler{slog.NewTextHandler(buf, nil), buf})
+	for round := range 3 {
+		log.Info(middleware.AccessLogMessage, "round", round)
+		want := fmt.Sprintf("round=%d", round)
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), want); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("an access-log line (%s) not written out within 5 s of its 10 ms delay", want)
+			}
+		}
+	}
+}
+
+// splitWriter records each write it is given, and fails those while fail is set.
+type splitWriter struct {
+	mu     sync.Mutex
+	writes []string
+	fail   bool
+}
+
+func (w *splitWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fail {
+		return 0, fmt.Errorf("no space left on device")
+	}
+	w.writes = append(w.writes, string(p))
+	return len(p), nil
+}
+
+// A record that does not fit in what is left of the buffer writes the buffer out first, so every
+// write to stderr ends at the end of a record; and a write-out that fails (a full disk) loses what
+// the buffer held, not every record after it.
+func TestLogBuffer_WholeRecordsAndRecovery(t *testing.T) {
+	var out splitWriter
+	buf := newLogBuffer(&out, time.Hour)
+	log := slog.New(flushingHandler{slog.NewTextHandler(buf, nil), buf})
+	pad := strings.Repeat("x", 1000)
+	for i := range 200 { // about 200 KB: the 64 KB buffer fills several times
+		log.Info(middleware.AccessLogMessage, "n", i, "pad", pad)
+	}
+	if err := buf.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.writes) < 3 {
+		t.Fatalf("%d writes for 200 KB of lines", len(out.writes))
+	}
+	for i, w := range out.writes {
+		if !strings.HasSuffix(w, "\n") || !strings.HasPrefix(w, "time=") {
+			t.Fatalf("write %d does not hold whole records: starts %q, ends %q", i, w[:min(len(w), 20)], w[max(len(w)-20, 0):])
+		}
+	}
+
+	out.fail = true
+	log.Info(middleware.AccessLogMessage, "path", "/lost")
+	log.Warn("disk full") // its write-out fails
+	out.fail = false
+	log.Warn("disk freed")
+	if last := out.writes[len(out.writes)-1]; !strings.Contains(last, "disk freed") {
+		t.Fatalf("logging did not resume after a failed write: the last write is %q", last)
+	}
+}
+
+// The logger the service runs with batches access-log lines behind the request-id handler, in
+// either format, and writes them out with the next record of another kind.
+func TestNewLogger_BatchesOnlyAccessLines(t *testing.T) {
+	defer slog.SetDefault(slog.Default())
+	for _, format := range []string{"text", "json"} {
+		var out lockedBuffer
+		log, buf := newLogger(config.Config{LogLevel: slog.LevelInfo, LogFormat: format}, &out)
+		buf.delay = time.Hour // no write-out by the timer while the test looks
+		log.With("component", "http").WithGroup("req").Info(middleware.AccessLogMessage, "path", "/api/auth/ok")
+		if s := out.String(); s != "" {
+			t.Fatalf("%s: an access-log line written out at once: %q", format, s)
+		}
+		log.Info("account created")
+		if s := out.String(); !strings.Contains(s, "/api/auth/ok") || !strings.Contains(s, "account created") {
+			t.Fatalf("%s: another record did not write out the access-log line before it:\n%s", format, s)
+		}
+		buf.Close()
 	}
 }

@@ -22,6 +22,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -70,7 +71,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "codeauth:", err)
 		return 2
 	}
-	log, logs := newLogger(cfg)
+	log, logs := newLogger(cfg, os.Stderr)
 	defer logs.Close() // last: after the server's own deferred Close has logged
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
@@ -176,10 +177,10 @@ func runJobOnce(ctx context.Context, srv *server.Server, log *slog.Logger, name 
 	return 2
 }
 
-// newLogger makes the service's logger, the default one too, writing to stderr through a
+// newLogger makes the service's logger, the default one too, writing to dst (stderr) through a
 // logBuffer, which the caller closes when the command ends.
-func newLogger(cfg config.Config) (*slog.Logger, *logBuffer) {
-	buf := newLogBuffer(os.Stderr, logFlushDelay)
+func newLogger(cfg config.Config, dst io.Writer) (*slog.Logger, *logBuffer) {
+	buf := newLogBuffer(dst, logFlushDelay)
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	var h slog.Handler = slog.NewTextHandler(buf, opts)
 	if cfg.LogFormat == "json" {
