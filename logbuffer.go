@@ -26,13 +26,12 @@ const logBufferSize = 64 << 10
 // price: a crash or a kill loses the access-log lines not yet written out, normally those of its
 // last logFlushDelay; every other record is out already.
 type logBuffer struct {
-	mu      sync.Mutex
-	dst     io.Writer
-	w       *bufio.Writer
-	timer   *time.Timer
-	delay   time.Duration // logFlushDelay but in tests
-	pending bool          // a write-out is scheduled
-	closed  bool
+	mu     sync.Mutex
+	dst    io.Writer
+	w      *bufio.Writer
+	timer  *time.Timer
+	delay  time.Duration // logFlushDelay but in tests
+	closed bool
 }
 
 // newLogBuffer returns a logBuffer in front of dst that writes a line out at most delay after it
@@ -54,6 +53,7 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
+	first := b.w.Buffered() == 0 // the first line since the last write-out schedules the next
 	n, err := b.w.Write(p)
 	if err != nil {
 		b.w.Reset(b.dst)
@@ -62,8 +62,7 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	switch {
 	case b.closed:
 		err = b.flushLocked()
-	case !b.pending && b.w.Buffered() > 0:
-		b.pending = true
+	case first && b.w.Buffered() > 0:
 		b.timer.Reset(b.delay)
 	}
 	return n, err
@@ -80,7 +79,6 @@ func (b *logBuffer) Flush() error {
 // than every record after it (bufio.Writer keeps its first error), so logging resumes once
 // stderr takes writes again (a full disk freed, say).
 func (b *logBuffer) flushLocked() error {
-	b.pending = false
 	err := b.w.Flush()
 	if err != nil {
 		b.w.Reset(b.dst)

@@ -630,12 +630,7 @@ type cachedJWT struct {
 func (c *jwtCache) get(st *SessionState, now time.Time) (token, kid string, ok bool) {
 	sh := c.shard(sessionHash(st.Session.ID))
 	sh.mu.Lock()
-	e, ok := sh.cur[st.Session.ID]
-	if !ok {
-		if e, ok = sh.old[st.Session.ID]; ok {
-			sh.putLocked(st.Session.ID, e)
-		}
-	}
+	e, ok := sh.findLocked(st.Session.ID)
 	sh.mu.Unlock()
 	u := &st.User
 	if !ok || !now.Before(e.renew) || e.userID != u.ID || e.email != u.Email || e.name != u.Name ||
@@ -652,11 +647,7 @@ func (c *jwtCache) put(st *SessionState, token, kid string, renew time.Time) {
 	h := sessionHash(id)
 	sh := c.shard(h)
 	sh.mu.Lock()
-	_, kept := sh.cur[id]
-	if !kept {
-		_, kept = sh.old[id]
-	}
-	if !kept && !c.seenBefore(h) {
+	if _, kept := sh.findLocked(id); !kept && !c.seenBefore(h) {
 		sh.mu.Unlock()
 		return
 	}
@@ -666,6 +657,18 @@ func (c *jwtCache) put(st *SessionState, token, kid string, renew time.Time) {
 	sh.putLocked(id, cachedJWT{token: token, kid: kid, userID: strings.Clone(u.ID), email: strings.Clone(u.Email),
 		name: strings.Clone(u.Name), verified: u.EmailVerified, renew: renew})
 	sh.mu.Unlock()
+}
+
+// findLocked returns the entry kept for the session id, moving it to the newer map if it was in
+// the older one. sh.mu is held.
+func (sh *jwtCacheShard) findLocked(id string) (cachedJWT, bool) {
+	e, ok := sh.cur[id]
+	if !ok {
+		if e, ok = sh.old[id]; ok {
+			sh.putLocked(id, e)
+		}
+	}
+	return e, ok
 }
 
 func (sh *jwtCacheShard) putLocked(id string, e cachedJWT) {

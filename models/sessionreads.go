@@ -162,9 +162,9 @@ type sessionRead struct {
 	err   error // sql.ErrNoRows when the hash matches no live session
 	done  chan struct{}
 	state atomic.Int32 // readWaiting, then readAnswered (done is closed) or readAbandoned
-	// taken means a query has it; gone, that the request stopped waiting (its context ended)
-	// before that, so no query asks for it. Both under batchReader.mu.
-	taken, gone bool
+	// taken means a query has it (under batchReader.mu); a read abandoned before that is
+	// dropped from the queue, and no query asks for it.
+	taken bool
 }
 
 // The states of a sessionRead: each moves once, from readWaiting to one of the others.
@@ -216,7 +216,7 @@ type batchReader struct {
 
 	mu       sync.Mutex
 	queue    []*sessionRead
-	waiting  int // reads in queue that are not gone
+	waiting  int // reads queued and not abandoned (an abandoned one is uncounted by its own request)
 	inFlight int
 }
 
@@ -253,7 +253,6 @@ func (r *batchReader) read(ctx context.Context, hash string, sess *Session, user
 		}
 		r.mu.Lock()
 		if !p.taken {
-			p.gone = true
 			r.waiting--
 		}
 		r.mu.Unlock()
@@ -268,7 +267,7 @@ func (r *batchReader) take() []*sessionRead {
 	var batch []*sessionRead
 	i := 0
 	for ; i < len(r.queue) && len(batch) < sessionReadBatch; i++ {
-		if p := r.queue[i]; !p.gone {
+		if p := r.queue[i]; p.state.Load() != readAbandoned {
 			p.taken = true
 			r.waiting--
 			batch = append(batch, p)

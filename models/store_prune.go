@@ -55,8 +55,8 @@ func (s *Store) PruneKnownDevices(ctx context.Context, cutoff time.Time, limit i
 }
 
 // prune runs one of the statements above, whose arguments are now, the batch's size and now
-// again. A statement the context's end interrupted fails with an error that wraps the context's (SQLite
-// answers "interrupted", which does not), so the caller can tell a stop from a failure.
+// again. A statement the context's end interrupted fails with an error that wraps the context's
+// (SQLite answers "interrupted", which does not), so the caller can tell a stop from a failure.
 func (s *Store) prune(ctx context.Context, query string, now time.Time, limit int) (int64, error) {
 	res := s.db.WithContext(ctx).Exec(query, now, limit, now)
 	err := res.Error
