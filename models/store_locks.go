@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TryLock takes the lock called name across every process on the database, without waiting: ok
@@ -14,8 +16,12 @@ import (
 // On PostgreSQL it is a transaction advisory lock (pg_try_advisory_xact_lock) in a transaction of
 // its own, kept open, idle, until release: a transaction keeps its server connection even through
 // a pooler in transaction mode (PgBouncer), where a session lock would stay behind on a server
-// connection that other clients then share. The transaction writes nothing and, in READ
-// COMMITTED, holds no snapshot between statements, so it holds back no vacuum. The key is the
+// connection that other clients then share. The transaction writes nothing, and its one statement
+// goes by the simple query protocol: with the extended protocol the statement's portal lives on in
+// the open transaction, and with it the statement's snapshot, whose xmin held back the cleanup of
+// every table for as long as the job ran (during a first prune of a large backlog the outbox's
+// dead rows piled up and each delivery's claim read thousands of them). In READ COMMITTED a
+// finished simple query leaves no snapshot behind, so the lock holds back no vacuum. The key is the
 // schema and the name, so deployments that share a database in different schemas do not block
 // each other. SQLite serves one process, whose callers keep their own lock, so there it always
 // succeeds and release does nothing.
@@ -33,7 +39,8 @@ func (s *Store) TryLock(ctx context.Context, name string) (release func() error,
 		return nil, false, fmt.Errorf("models: taking the lock %s: %w", name, err)
 	}
 	var locked bool
-	if err := tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock(hashtext(current_schema()), hashtext($1))", name).Scan(&locked); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock(hashtext(current_schema()), hashtext($1))",
+		pgx.QueryExecModeSimpleProtocol, name).Scan(&locked); err != nil {
 		tx.Rollback()
 		return nil, false, fmt.Errorf("models: taking the lock %s: %w", name, err)
 	}
