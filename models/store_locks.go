@@ -17,9 +17,10 @@ import (
 // its own, kept open, idle, until release: a transaction keeps its server connection even through
 // a pooler in transaction mode (PgBouncer), where a session lock would stay behind on a server
 // connection that other clients then share. The transaction writes nothing, and its one statement
-// goes by the simple query protocol: with the extended protocol the statement's portal lives on in
-// the open transaction, and with it the statement's snapshot, whose xmin held back the cleanup of
-// every table for as long as the job ran (during a first prune of a large backlog the outbox's
+// goes by the simple query protocol: with the extended protocol the statement's unnamed portal
+// stays open in the transaction, and the backend kept the statement's xmin with it (its
+// backend_xmin, which TestTryLockHoldsBackNoCleanup reads), holding back the cleanup of every
+// table for as long as the job ran (during a first prune of a large backlog the outbox's
 // dead rows piled up and each delivery's claim read thousands of them). In READ COMMITTED a
 // finished simple query leaves no snapshot behind, so the lock holds back no vacuum. The key is the
 // schema and the name, so deployments that share a database in different schemas do not block
