@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TryLock takes the lock called name across every process on the database, without waiting: ok
@@ -16,13 +14,17 @@ import (
 // On PostgreSQL it is a transaction advisory lock (pg_try_advisory_xact_lock) in a transaction of
 // its own, kept open, idle, until release: a transaction keeps its server connection even through
 // a pooler in transaction mode (PgBouncer), where a session lock would stay behind on a server
-// connection that other clients then share. The transaction writes nothing, and its one statement
-// goes by the simple query protocol: with the extended protocol the statement's unnamed portal
-// stays open in the transaction, and the backend kept the statement's xmin with it (its
-// backend_xmin, which TestTryLockHoldsBackNoCleanup reads), holding back the cleanup of every
-// table for as long as the job ran (during a first prune of a large backlog the outbox's
-// dead rows piled up and each delivery's claim read thousands of them). In READ COMMITTED a
-// finished simple query leaves no snapshot behind, so the lock holds back no vacuum. The key is the
+// connection that other clients then share. The transaction writes nothing, and it ends on a
+// statement without parameters, which pgx sends by the simple query protocol: after the lock's
+// own statement (the extended protocol, for its parameter) the unnamed portal stayed open in the
+// transaction, and the backend kept that statement's xmin with it (its backend_xmin, which
+// TestTryLockHoldsBackNoCleanup reads), holding back the cleanup of every table for as long as
+// the job ran (during a first prune of a large backlog the outbox's dead rows piled up and each
+// delivery's claim read thousands of them). A simple query closes that portal, and in READ
+// COMMITTED leaves no snapshot behind, so the lock holds back no vacuum. That statement also
+// turns off idle_in_transaction_session_timeout for this transaction, which a server setting
+// would otherwise let end the lock in the middle of a long job (a pooler's own idle-transaction
+// timeout, PgBouncer's idle_transaction_timeout, must be longer than the longest job). The key is the
 // schema and the name, so deployments that share a database in different schemas do not block
 // each other. SQLite serves one process, whose callers keep their own lock, so there it always
 // succeeds and release does nothing.
@@ -40,14 +42,18 @@ func (s *Store) TryLock(ctx context.Context, name string) (release func() error,
 		return nil, false, fmt.Errorf("models: taking the lock %s: %w", name, err)
 	}
 	var locked bool
-	if err := tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock(hashtext(current_schema()), hashtext($1))",
-		pgx.QueryExecModeSimpleProtocol, name).Scan(&locked); err != nil {
+	if err := tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock(hashtext(current_schema()), hashtext($1))", name).Scan(&locked); err != nil {
 		tx.Rollback()
 		return nil, false, fmt.Errorf("models: taking the lock %s: %w", name, err)
 	}
 	if !locked {
 		tx.Rollback()
 		return nil, false, nil
+	}
+	// No parameters: the simple protocol, which closes the lock statement's portal (see above).
+	if _, err := tx.ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
+		tx.Rollback()
+		return nil, false, fmt.Errorf("models: taking the lock %s: %w", name, err)
 	}
 	return func() error {
 		// Ending the transaction ends the lock. database/sql closes the connection when the
