@@ -17,6 +17,10 @@ type pruneStore interface {
 	// statements this size, each committed on its own, so none holds many row locks, or
 	// SQLite's write lock, for long.
 	PruneBatch() int
+	// PruneShare is the most of its time a prune spends in its statements on this database
+	// (1: all of it); it rests for the rest between statements, so that a backlog's statements
+	// leave the database to sign-ins most of the time where they would slow them.
+	PruneShare() float64
 	PruneCounters(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneCodes(ctx context.Context, now time.Time, limit int) (int64, error)
 	PruneSessions(ctx context.Context, now time.Time, limit int) (int64, error)
@@ -37,6 +41,8 @@ type PruneResult struct {
 	Audit int64
 	// Statements counts the DELETE statements run, each removing at most a batch.
 	Statements int
+	// Rested is how long the prune rested between statements (PruneShare).
+	Rested time.Duration
 }
 
 // OutboxRetention is how long the record of an e-mail given up (its kind, recipient and the
@@ -69,6 +75,7 @@ func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 	}
 	for _, t := range tables {
 		for {
+			began := time.Now()
 			n, err := t.delete(ctx, t.cutoff, s.pruneBatch)
 			r.Statements++
 			*t.deleted += n
@@ -78,9 +85,31 @@ func (s *Service) PruneExpired(ctx context.Context) (PruneResult, error) {
 			if n < int64(s.pruneBatch) {
 				break
 			}
+			// More to delete: rest first, for the share of the time the prune may not have.
+			if s.pruneShare <= 0 || s.pruneShare >= 1 {
+				continue
+			}
+			if rest := time.Duration(float64(time.Since(began)) * (1/s.pruneShare - 1)); rest > 0 {
+				if err := sleep(ctx, rest); err != nil {
+					return r, fmt.Errorf("auth: pruning %s: %w", t.name, err)
+				}
+				r.Rested += rest
+			}
 		}
 	}
 	return r, nil
+}
+
+// sleep waits d, or until ctx ends, whose error it then returns.
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 // Job is a named task of the domain that the server runs on a schedule (server.Scheduler), at
@@ -99,7 +128,7 @@ func (s *Service) PruneJob() Job {
 		if err == nil {
 			s.log.InfoContext(ctx, "pruned expired rows", "job", JobPruneThrottle, "throttles", r.Throttles,
 				"codes", r.Verifications, "sessions", r.Sessions, "known_devices", r.KnownDevices, "audit_events", r.Audit, "e-mails", r.Outbox,
-				"statements", r.Statements)
+				"statements", r.Statements, "rested", r.Rested.Round(time.Millisecond))
 		}
 		return err
 	}}

@@ -119,6 +119,8 @@ type Service struct {
 	// pruneBatch is the most rows one statement of the prune deletes: the store's PruneBatch, but
 	// in tests.
 	pruneBatch int
+	// pruneShare is the store's PruneShare: the most of its time a prune spends in statements.
+	pruneShare float64
 }
 
 // New builds a Service.
@@ -150,6 +152,7 @@ func New(opts Options) (*Service, error) {
 		signUp:          opts.SignUp,
 		auditRetention:  opts.AuditRetention,
 		pruneBatch:      opts.Store.PruneBatch(),
+		pruneShare:      opts.Store.PruneShare(),
 	}
 	if s.clock == nil {
 		s.clock = time.Now
