@@ -31,9 +31,10 @@ func (s *Store) PruneBatch() int {
 // rest, between statements. SQLite's one writer is shared with every sign-in: a first prune of a
 // backlog (100,000 accounts' expired rows, half a million old e-mails) that ran its statements
 // back to back from another process took the 99th percentile of sign-ups 16 at once from 91 ms
-// to 967 ms; resting three times as long as each statement took (a share of a quarter), 95 to
-// 133 ms, the prune taking four times as long. On PostgreSQL the prune's statements leave
-// sign-ups' latency where it was (docs/performance.md), and it does not rest.
+// to 967 ms; resting three times as long as each statement took (a share of a quarter), 84 to
+// 123 ms, the prune taking four times as long. On PostgreSQL the prune's statements leave
+// sign-ups' 99th percentile within 1.4 times what it was (docs/performance.md), and it does not
+// rest.
 func (s *Store) PruneShare() float64 {
 	if s.postgres {
 		return 1
