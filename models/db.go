@@ -39,8 +39,9 @@ type Options struct {
 // poolSize is how many connections to PostgreSQL the service keeps open at most.
 const poolSize = 32
 
-// Connections to PostgreSQL are renewed now and then, in both pools (GORM's database/sql pool and
-// the pgx pool of the shared rate-limit store): a connection opened while the server was
+// Connections to PostgreSQL are renewed now and then, in the one pool every statement of the store
+// uses (GORM's database/sql pool; the batched session reads and the shared rate-limit store take
+// their connections from it too): a connection opened while the server was
 // read-only, or before a failover, would otherwise keep its state for as long as it lived. A
 // connection that reports such a state is dropped at once (dropBrokenConnection).
 const (
