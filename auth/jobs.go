@@ -54,7 +54,7 @@ const OutboxRetention = 7 * 24 * time.Hour
 // sessions past their expiry, devices unseen for KnownDeviceWindow, and records of e-mail given
 // up more than OutboxRetention ago, each
 // in statements of at most a batch of rows, resting between them where the store asks for it
-// (PruneShare). Live rows are never touched.
+// (PruneShare).
 //
 // Live rows are never deleted, even when one changes while the prune runs (the store's prune
 // statements say how).
