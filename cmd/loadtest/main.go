@@ -7,8 +7,17 @@
 //	loadtest -mode start   time from starting the binary to /readyz answering
 //
 // Every request comes from its own X-Forwarded-For address, so the per-IP limits stay on and are
-// not what is measured. With -server the tool starts the service binary itself (and so reads its
-// console and its memory); otherwise it targets -url and reads codes from -console.
+// not what is measured, and names a desktop Chrome as its User-Agent, so the device a sign-in
+// records is parsed as a real browser's. With -server the tool starts the service binary itself
+// (and so reads its console and its memory); otherwise it targets -url and reads codes from
+// -console.
+//
+// The started server gets only PATH, HOME and TMPDIR of this tool's environment, and -env: what
+// is measured does not depend on the caller's GOGC, GOMEMLIMIT or OTEL_* variables. In flow mode
+// it also gets every optional feature a sign-up touches switched on (see featureEnv): webhooks to
+// a receiver this tool serves, the sign-in link in the code's e-mail, the new-device check and the
+// Prometheus endpoint; -plain leaves them at the service's defaults, and -trace adds OpenTelemetry
+// traces exported to the same receiver. A -env entry overrides any of them.
 package main
 
 import (
@@ -39,6 +48,11 @@ type options struct {
 	conns                      int
 	duration, warmup           time.Duration
 	env                        []string
+	// plain leaves the optional features at the service's defaults; trace adds tracing.
+	plain, trace bool
+	// after is a shell command run once the flows have ended, whose PostgreSQL CPU is reported
+	// per flow (the VACUUM of the rows the flows left behind).
+	after string
 }
 
 func main() {
@@ -54,6 +68,9 @@ func main() {
 	flag.IntVar(&postmasterPID, "postmaster", 0, "count as PostgreSQL's CPU only this postmaster and its processes (default: every process named postgres)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "how long to measure")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "load before measuring")
+	flag.BoolVar(&o.plain, "plain", false, "flow mode: leave webhooks, the sign-in link, the new-device check and metrics at the service's defaults")
+	flag.BoolVar(&o.trace, "trace", false, "flow mode: also export OpenTelemetry traces (every request sampled) to this tool's receiver")
+	flag.StringVar(&o.after, "after", "", "flow mode: a shell command run after the flows, whose PostgreSQL CPU is reported per flow (a VACUUM)")
 	flag.Parse()
 	if env != "" {
 		o.env = strings.Split(env, ",")
@@ -66,8 +83,20 @@ func main() {
 
 func run(o options) error {
 	var srv *server
+	var sink *receiver
 	if o.server != "" {
 		var err error
+		if o.mode == "flow" && !o.plain {
+			if sink, err = startReceiver(); err != nil {
+				return err
+			}
+			defer sink.close()
+			env, err := featureEnv(sink, o.trace)
+			if err != nil {
+				return err
+			}
+			o.env = append(env, o.env...) // -env overrides
+		}
 		if srv, err = startServer(o); err != nil {
 			return err
 		}
@@ -109,6 +138,9 @@ func run(o options) error {
 		return fmt.Errorf("unknown -mode %q", o.mode)
 	}
 	res.print(o)
+	if sink != nil {
+		sink.print(res.all.Load())
+	}
 	if srv != nil {
 		fmt.Printf("server RSS: %.1f MB (peak %.1f MB)\n", srv.rss("VmRSS"), srv.rss("VmHWM"))
 	}
@@ -124,7 +156,7 @@ type server struct {
 
 func startServer(o options) (*server, error) {
 	cmd := exec.Command(o.server)
-	cmd.Env = append(os.Environ(), o.env...)
+	cmd.Env = append(baseEnv(), o.env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -203,7 +235,8 @@ type codeBook struct {
 	waiters map[string]chan string
 }
 
-var codeLine = regexp.MustCompile(`^mail kind=sign-in-code to=(\S+) code=(\S+)`)
+// codeLine is a sign-in code's e-mail on the console, with or without its link (AUTH_SIGNIN_LINK).
+var codeLine = regexp.MustCompile(`^mail kind=sign-in-code(?:-link)? to=(\S+) code=(\S+)`)
 
 func newCodeBook() *codeBook {
 	return &codeBook{codes: map[string]string{}, waiters: map[string]chan string{}}
@@ -275,6 +308,7 @@ func (c *client) do(method, path string, body []byte, header ...string) (int, *f
 	a = append(a, '.')
 	a = strconv.AppendUint(a, n&255, 10)
 	req.Header.SetBytesV("X-Forwarded-For", a)
+	req.Header.SetUserAgent(browserUserAgent)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -317,10 +351,27 @@ func (c *client) signIn(email string, codes *codeBook) (session, error) {
 	return s, nil
 }
 
+// baseEnv is what the started server gets of this tool's environment: enough to run a program
+// (a wrapper script included), nothing that changes what is measured.
+func baseEnv() []string {
+	var env []string
+	for _, name := range []string{"PATH", "HOME", "TMPDIR"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
 // result is what a run measured.
 type result struct {
-	ops     atomic.Int64
-	errors  atomic.Int64
+	ops    atomic.Int64
+	errors atomic.Int64
+	// all counts every flow that completed, warm-up and the end's included: the rows a VACUUM
+	// afterwards (-after) cleans up are theirs.
+	all atomic.Int64
+	// after is the PostgreSQL CPU of -after's command.
+	after   time.Duration
 	elapsed time.Duration
 	cpu     cpuSample
 	mu      sync.Mutex
@@ -358,6 +409,14 @@ func (r *result) print(o options) {
 		fmt.Printf("CPU per %s: server %s + PostgreSQL %s = %s; load tool %s, rest of the machine %s; machine %.0f%% busy (%d cores)\n",
 			map[bool]string{true: "flow", false: "request"}[o.mode == "flow"], per(r.cpu.server), per(r.cpu.postgres), per(r.cpu.server+r.cpu.postgres), per(r.cpu.tool), per(rest),
 			100*r.cpu.machine.Seconds()/r.elapsed.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU())
+		if r.cpu.postgres == 0 && o.mode == "flow" {
+			fmt.Println("warning: no PostgreSQL process found on this machine: its CPU is not counted")
+		}
+		if all := r.all.Load(); o.after != "" && all > 0 {
+			after := (r.after / time.Duration(all)).Round(100 * time.Nanosecond)
+			fmt.Printf("CPU per flow after the flows (%s, over all %d flows the server ran): PostgreSQL %s; with it, %s\n",
+				o.after, all, after, per(r.cpu.server+r.cpu.postgres)+after)
+		}
 	}
 }
 
@@ -576,6 +635,9 @@ func (c *client) flows(o options, codes *codeBook) *result {
 			}
 			return nil
 		})
+		if ok {
+			res.all.Add(1)
+		}
 		if ok && measuring {
 			res.ops.Add(1)
 			res.record("flow", time.Since(begin))
@@ -583,6 +645,18 @@ func (c *client) flows(o options, codes *codeBook) *result {
 	})
 	if res.errors.Load() > 0 {
 		res.err = fmt.Errorf("%d steps failed", res.errors.Load())
+	}
+	if o.after != "" && res.err == nil {
+		before := postgresCPU()
+		cmd := exec.Command("sh", "-c", o.after)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			res.err = fmt.Errorf("-after: %w", err)
+		}
+		// The command's backend exits after the command does, and its CPU reaches its
+		// postmaster's reaped-children time only once reaped.
+		time.Sleep(500 * time.Millisecond)
+		res.after = postgresCPU() - before
 	}
 	return res
 }

@@ -44,3 +44,13 @@ fresh_database() {
   fresh_databases+=("$fresh_db")
   fresh_url="postgres://$PGUSER@$PGHOST:$PGPORT/$fresh_db?sslmode=disable"
 }
+
+# postmaster_pid prints the PID of the PostgreSQL server at PGHOST/PGPORT when it runs on this
+# machine (its data directory's postmaster.pid is readable), for cmd/loadtest -postmaster: the
+# CPU counted as PostgreSQL's is then that server's alone, not every postgres process's. Prints
+# nothing otherwise.
+postmaster_pid() {
+  local dir
+  dir=$(psql -XAt -d postgres -c 'SHOW data_directory' 2>/dev/null) || return 0
+  head -1 "$dir/postmaster.pid" 2>/dev/null || true
+}
