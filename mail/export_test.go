@@ -3,6 +3,8 @@ package mail
 import (
 	"context"
 	"time"
+
+	"codeauth/models"
 )
 
 // NewSMTPWithTimeout is NewSMTP with timeout for each dial and command instead of 15 s.
@@ -13,21 +15,25 @@ func NewSMTPWithTimeout(cfg SMTPConfig, timeout time.Duration) (*SMTP, error) {
 // Lease is how long a claim or a heartbeat holds a message.
 const Lease = lease
 
-// ClaimAndAbandon claims due messages as DeliverDue does and then does nothing with them, as an
-// instance that dies right after its claim; it returns how many it claimed.
+// ClaimAndAbandon claims due messages of both queues as DeliverDue does and then does nothing
+// with them, as an instance that dies right after its claims; it returns how many it claimed.
 func (o *Outbox) ClaimAndAbandon(ctx context.Context) (int, error) {
-	batch, _, err := o.claim(ctx)
-	return len(batch), err
+	emails, _, err := o.claim(ctx, models.EmailQueue)
+	if err != nil {
+		return 0, err
+	}
+	hooks, _, err := o.claim(ctx, models.WebhookQueue)
+	return len(emails) + len(hooks), err
 }
 
 // SetHeartbeat sets how often, in real time, a delivery extends its lease.
 func (o *Outbox) SetHeartbeat(d time.Duration) { o.beat = d }
 
-// ClaimStallAndFail claims due messages as DeliverDue does, runs stall (the worker is paused),
+// ClaimStallAndFail claims due e-mails as DeliverDue does, runs stall (the worker is paused),
 // then lets one heartbeat run and records every send as failed with err, as a worker that wakes
 // after its lease ran out.
 func (o *Outbox) ClaimStallAndFail(ctx context.Context, stall func(), err error) error {
-	batch, h, claimErr := o.claim(ctx)
+	batch, h, claimErr := o.claim(ctx, models.EmailQueue)
 	if claimErr != nil {
 		return claimErr
 	}

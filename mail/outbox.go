@@ -24,8 +24,9 @@ import (
 // by the store's transactions themselves (Prepare gives them the row), inside the change that
 // causes them.
 type Store interface {
-	// ClaimOutbox leases until until at most limit messages due at now, each to one worker only.
-	ClaimOutbox(ctx context.Context, now, until time.Time, limit int) ([]models.OutboxMessage, error)
+	// ClaimOutbox leases until until at most limit messages of queue due at now, each to one
+	// worker only.
+	ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int) ([]models.OutboxMessage, error)
 	// ExtendOutboxLease moves the lease held until held on to until, on those of ids it is still
 	// on, and returns them.
 	ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error)
@@ -92,7 +93,8 @@ type Outbox struct {
 	aead    cipher.AEAD
 	now     func() time.Time
 	log     *slog.Logger
-	kick    chan struct{}
+	// kick wakes the e-mail queue's worker, kickHooks the webhook queue's.
+	kick, kickHooks chan struct{}
 	// hooks delivers the webhook rows (SetWebhooks); nil without WEBHOOK_URL.
 	hooks *Webhooks
 	// refusedKeyRetry is how long a message keeps being retried, attempts not counted, while the
@@ -133,7 +135,7 @@ func NewOutbox(store Store, mailer Mailer, compose Composer, key []byte, refused
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
+	return &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), kickHooks: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -171,32 +173,57 @@ func (o *Outbox) Prepare(d Draft, opts EnqueueOptions) (models.OutboxMessage, er
 	}, nil
 }
 
-// Kick wakes the worker to deliver what was just queued.
+// Kick wakes the workers to deliver what was just queued: the webhook queue's only when this
+// instance delivers webhooks (without them it has nothing to send, and an empty claim per kick
+// would be wasted).
 func (o *Outbox) Kick() {
+	wake(o.kick)
+	if o.hooks != nil {
+		wake(o.kickHooks)
+	}
+}
+
+// wake signals kick without waiting: a kick already waiting covers this one.
+func wake(kick chan struct{}) {
 	select {
-	case o.kick <- struct{}{}:
+	case kick <- struct{}{}:
 	default:
 	}
 }
 
-// Run delivers due messages until ctx ends, waking when kicked and every pollInterval.
+// Run delivers due messages until ctx ends, with a worker for each queue (models.OutboxQueue),
+// each waking when kicked and every pollInterval.
 func (o *Outbox) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for queue, kick := range map[models.OutboxQueue]chan struct{}{models.EmailQueue: o.kick, models.WebhookQueue: o.kickHooks} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o.work(ctx, queue, kick)
+		}()
+	}
+	wg.Wait()
+}
+
+// work delivers the due messages of queue until ctx ends, waking when kicked and every
+// pollInterval.
+func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan struct{}) {
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
 		// A kick that came while the last pass was running asked for what the claim below will
 		// see anyway: forget it, so it does not cost an empty claim afterwards.
 		select {
-		case <-o.kick:
+		case <-kick:
 		default:
 		}
-		if _, err := o.DeliverDue(ctx); err != nil && ctx.Err() == nil {
+		if _, err := o.deliverDue(ctx, queue); err != nil && ctx.Err() == nil {
 			o.log.ErrorContext(ctx, "outbox: delivering", "error", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-o.kick:
+		case <-kick:
 			select {
 			case <-ctx.Done():
 				return
@@ -218,13 +245,25 @@ type DeliveryReport struct {
 const sendParallelism = 8
 
 // DeliverDue delivers every message that is due when it starts (but those another worker has
-// claimed), once each, and reports what happened. Messages are claimed a batch at a time with one
-// atomic UPDATE, sent in parallel, and their results recorded together, so a busy queue costs a
-// few statements per batch, not per message.
+// claimed), once each, the e-mails and then the webhooks, and reports what happened.
 func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
+	report, err := o.deliverDue(ctx, models.EmailQueue)
+	if err != nil {
+		return report, err
+	}
+	hooks, err := o.deliverDue(ctx, models.WebhookQueue)
+	report.add(hooks)
+	return report, err
+}
+
+// deliverDue delivers every message of queue that is due when it starts (but those another
+// worker has claimed), once each, and reports what happened. Messages are claimed a batch at a
+// time with one atomic UPDATE, sent in parallel, and their results recorded together, so a busy
+// queue costs a few statements per batch, not per message.
+func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (DeliveryReport, error) {
 	var report DeliveryReport
 	for ctx.Err() == nil {
-		batch, held, err := o.claim(ctx)
+		batch, held, err := o.claim(ctx, queue)
 		if err != nil {
 			return report, err
 		}
@@ -391,9 +430,9 @@ func (h hold) holds(id string) bool {
 
 // claim takes a lease on up to batchSize due messages with one statement (ClaimOutbox), so that
 // only one worker anywhere gets each.
-func (o *Outbox) claim(ctx context.Context) ([]models.OutboxMessage, hold, error) {
+func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
-	batch, err := o.store.ClaimOutbox(ctx, now, now.Add(lease), batchSize)
+	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize)
 	if err != nil {
 		return nil, hold{}, err
 	}

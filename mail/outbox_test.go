@@ -410,6 +410,55 @@ func TestOutbox_WebhooksSurviveAnInstanceCrash(t *testing.T) {
 	})
 }
 
+// A webhook receiver that does not answer holds back no e-mail: the webhooks have a worker of
+// their own, so a sign-in code queued while a webhook delivery hangs goes out at once. (One
+// worker for both used to claim the next batch only once the last one was delivered, so every
+// e-mail waited for the hanging delivery's 15 s timeout, or for a whole lane of them.)
+func TestOutbox_ASlowWebhookReceiverHoldsBackNoEmail(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		entered, release := make(chan struct{}, 1), make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entered <- struct{}{}
+			<-release
+		}))
+		defer srv.Close()
+		releaseOnce := sync.OnceFunc(func() { close(release) })
+		defer releaseOnce() // before the server closes, which waits for the hanging request
+		hooks, err := mail.NewWebhooks([]string{srv.URL}, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), f.clock.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mailer := newGate()
+		o := f.instance(mailer)
+		o.SetWebhooks(hooks)
+		row, err := o.PrepareWebhook(srv.URL, "msg_1", []byte(`{"n":1}`), f.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.db.Create(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() { o.Run(ctx); close(ran) }()
+		defer func() { cancel(); releaseOnce(); <-ran }()
+		o.Kick()
+		receive(t, entered, "the webhook delivery to start")
+
+		f.enqueue(o, "b@example.com") // a sign-in code's e-mail would be queued the same way
+		o.Kick()
+		select {
+		case m := <-mailer.entered:
+			if m.To != "b@example.com" {
+				t.Fatalf("sent to %q", m.To)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the e-mail waited for the hanging webhook delivery")
+		}
+		mailer.release <- nil
+	})
+}
+
 // A webhook queued by an instance with WEBHOOK_URL and left to one without it is retried for the
 // retry time every webhook has, then given up with a record: not retried for ever (review of
 // issue 17).

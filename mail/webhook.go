@@ -22,7 +22,7 @@ import (
 )
 
 // KindWebhook is the outbox kind of a webhook delivery: one event to one endpoint.
-const KindWebhook Kind = "webhook"
+const KindWebhook Kind = models.OutboxKindWebhook
 
 // Webhook delivery policy.
 const (

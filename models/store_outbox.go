@@ -77,7 +77,7 @@ func forgetGivenUp(tx *gorm.DB, recipients []string) error {
 // uncorrelated subquery once anyway, and has no row locks to skip: its writers take turns.
 const (
 	claimDue = `SELECT id FROM outbox WHERE ` + pendingSQL + ` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
-  ORDER BY next_attempt_at LIMIT ?`
+  AND (kind = '` + OutboxKindWebhook + `') = ? ORDER BY next_attempt_at LIMIT ?`
 	claimSet   = `UPDATE outbox SET locked_until = ?, attempts = attempts + 1`
 	claimAgain = ` AND ` + pendingSQL + ` AND (locked_until IS NULL OR locked_until <= ?)
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`
@@ -85,20 +85,35 @@ const (
 	claimPostgres = claimSet + ` WHERE id = ANY(ARRAY(` + claimDue + ` FOR UPDATE SKIP LOCKED))` + claimAgain
 )
 
-// ClaimOutbox takes a lease until until on up to limit messages due at now, the earliest due
-// first, with one conditional UPDATE, so that only one worker anywhere gets each, and returns
-// them with their attempts counted (the claim is one). A message is due when it is pending, its
-// next attempt is at or before now and no lease on it runs past now.
+// OutboxKindWebhook is the kind of an outbox row that delivers a webhook (one event to one
+// endpoint); every other kind is an e-mail.
+const OutboxKindWebhook = "webhook"
+
+// OutboxQueue is one of the outbox's two queues, each claimed by a worker of its own: e-mails
+// and webhooks. A webhook receiver that answers slowly, or not at all, then holds back other
+// webhooks only, never a sign-in code.
+type OutboxQueue bool
+
+// The outbox's queues.
+const (
+	EmailQueue   OutboxQueue = false
+	WebhookQueue OutboxQueue = true
+)
+
+// ClaimOutbox takes a lease until until on up to limit messages of queue due at now, the
+// earliest due first, with one conditional UPDATE, so that only one worker anywhere gets each,
+// and returns them with their attempts counted (the claim is one). A message is due when it is
+// pending, its next attempt is at or before now and no lease on it runs past now.
 //
 // until fences workers off each other (mail's hold): it must be later than now, and a worker
 // finds it still holds a message while the message's locked_until is the until it set.
-func (s *Store) ClaimOutbox(ctx context.Context, now, until time.Time, limit int) ([]OutboxMessage, error) {
+func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int) ([]OutboxMessage, error) {
 	claim := claimSQLite
 	if s.postgres {
 		claim = claimPostgres
 	}
 	var batch []OutboxMessage
-	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
+	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, bool(queue), limit, now); err != nil {
 		return nil, fmt.Errorf("models: claiming e-mail: %w", err)
 	}
 	return batch, nil

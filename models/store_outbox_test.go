@@ -121,7 +121,7 @@ func TestClaimOutbox_TakesDueUnleasedPendingMessagesUpToTheLimit(t *testing.T) {
 		putOutbox(t, s, first, leaseEnded, leaseEndsNow, last, notYet, held, abandoned, sent)
 
 		until := outboxNow.Add(10 * time.Second)
-		batch, err := s.ClaimOutbox(ctx, outboxNow, until, 3)
+		batch, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestClaimOutbox_TakesDueUnleasedPendingMessagesUpToTheLimit(t *testing.T) {
 			}
 		}
 
-		again, err := s.ClaimOutbox(ctx, outboxNow, until, 3)
+		again, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,10 +152,35 @@ func TestClaimOutbox_TakesDueUnleasedPendingMessagesUpToTheLimit(t *testing.T) {
 		}
 		last.Attempts++
 		last.LockedUntil = &until
-		if none, err := s.ClaimOutbox(ctx, outboxNow, until, 3); err != nil || len(none) != 0 {
+		if none, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3); err != nil || len(none) != 0 {
 			t.Fatalf("a third claim took %d messages, %v; want none", len(none), err)
 		}
 		expectOutbox(t, s, append(want, last, notYet, held, abandoned, sent)...)
+	})
+}
+
+// The two queues are claimed apart: a claim of the e-mails takes no webhook delivery, and a
+// claim of the webhooks no e-mail, however early due.
+func TestClaimOutbox_TakesOneQueueOnly(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		ctx := context.Background()
+		email := pendingMessage(outboxNow.Add(-time.Minute))
+		hook := pendingMessage(outboxNow.Add(-2 * time.Minute))
+		hook.Kind, hook.Recipient = OutboxKindWebhook, "hooks.example.com"
+		putOutbox(t, s, email, hook)
+		until := outboxNow.Add(10 * time.Second)
+		for _, c := range []struct {
+			queue OutboxQueue
+			want  OutboxMessage
+		}{{EmailQueue, email}, {WebhookQueue, hook}} {
+			batch, err := s.ClaimOutbox(ctx, c.queue, outboxNow, until, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outboxIDs(batch); !slices.Equal(got, []string{c.want.ID}) {
+				t.Fatalf("queue %v claimed %q, want only %s (%s)", c.queue, got, c.want.ID, c.want.Kind)
+			}
+		}
 	})
 }
 
@@ -179,7 +204,7 @@ func TestClaimOutbox_NoTwoClaimsTakeTheSameMessage(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					batch, err := w.ClaimOutbox(context.Background(), outboxNow, outboxNow.Add(10*time.Second), limit)
+					batch, err := w.ClaimOutbox(context.Background(), EmailQueue, outboxNow, outboxNow.Add(10*time.Second), limit)
 					if err != nil {
 						errs <- err
 						return
@@ -236,7 +261,7 @@ func TestClaimOutbox_SkipsLockedMessagesOnPostgres(t *testing.T) {
 		}
 		waitCtx, cancel := context.WithTimeout(ctx, deadlock)
 		defer cancel()
-		batch, err := s.ClaimOutbox(waitCtx, outboxNow, outboxNow.Add(10*time.Second), 10)
+		batch, err := s.ClaimOutbox(waitCtx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10)
 		if err != nil {
 			t.Fatalf("the claim waited for the locked message: %v", err)
 		}
@@ -246,7 +271,7 @@ func TestClaimOutbox_SkipsLockedMessagesOnPostgres(t *testing.T) {
 		if err := tx.Rollback().Error; err != nil {
 			t.Fatal(err)
 		}
-		batch, err = s.ClaimOutbox(ctx, outboxNow, outboxNow.Add(10*time.Second), 10)
+		batch, err = s.ClaimOutbox(ctx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10)
 		if got := outboxIDs(batch); err != nil || !slices.Equal(got, []string{locked.ID}) {
 			t.Fatalf("once unlocked, claimed %q, %v; want %s", got, err, locked.ID)
 		}
@@ -331,10 +356,10 @@ func TestRecordOutbox_WritesResultsUnderTheLeaseOnly(t *testing.T) {
 		expectOutbox(t, s, droppedLost, failed, failedLost, abandoned, abandonedLost)
 
 		// A message rescheduled is due again at its next attempt, not before.
-		if batch, err := s.ClaimOutbox(ctx, next.Add(-time.Microsecond), next.Add(10*time.Second), 10); err != nil || len(batch) != 0 {
+		if batch, err := s.ClaimOutbox(ctx, EmailQueue, next.Add(-time.Microsecond), next.Add(10*time.Second), 10); err != nil || len(batch) != 0 {
 			t.Fatalf("before its next attempt: claimed %d, %v", len(batch), err)
 		}
-		if batch, err := s.ClaimOutbox(ctx, next, next.Add(10*time.Second), 10); err != nil || !slices.Equal(outboxIDs(batch), []string{failed.ID}) {
+		if batch, err := s.ClaimOutbox(ctx, EmailQueue, next, next.Add(10*time.Second), 10); err != nil || !slices.Equal(outboxIDs(batch), []string{failed.ID}) {
 			t.Fatalf("at its next attempt: claimed %q, %v; want %s", outboxIDs(batch), err, failed.ID)
 		}
 	})
