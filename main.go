@@ -30,6 +30,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"syscall"
+	"time"
 
 	"codeauth/auth"
 	"codeauth/config"
@@ -112,7 +113,8 @@ func run(args []string) int {
 	return 0
 }
 
-// serve runs the service on PORT until a signal asks it to stop, then stops it (server.Close).
+// serve runs the service on PORT until a signal asks it to stop, then stops it: not ready but
+// serving for SHUTDOWN_DELAY (cut short by a second signal), then server.Close.
 func serve(ctx context.Context, srv *server.Server, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(srv.Config.Port))
 	if err != nil {
@@ -125,6 +127,20 @@ func serve(ctx context.Context, srv *server.Server, log *slog.Logger) error {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	}
+	if delay := srv.Config.ShutdownDelay; delay > 0 {
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		srv.Drain()
+		log.Info("shutting down: /readyz answers 503, serving on for SHUTDOWN_DELAY", "delay", delay)
+		select {
+		case <-time.After(delay):
+		case <-again:
+		case err := <-served:
+			signal.Stop(again)
+			return err
+		}
+		signal.Stop(again)
 	}
 	log.Info("shutting down: finishing in-flight requests")
 	return srv.Close()

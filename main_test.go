@@ -330,6 +330,52 @@ func TestBinary_GracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	}
 }
 
+// With SHUTDOWN_DELAY, SIGTERM first only takes the instance out of rotation: /readyz answers
+// 503 while requests are still served (a rolling update's new connections are not refused), and
+// the process exits once the delay is over.
+func TestBinary_ShutdownDelayDrainsBeforeClosing(t *testing.T) {
+	p := start(t, "SHUTDOWN_DELAY=3s")
+	status := func(path string) int {
+		resp, err := http.Get(p.url + path)
+		if err != nil {
+			t.Fatalf("GET %s during the delay: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status("/readyz"); got != 200 {
+		t.Fatalf("/readyz before the signal: %d", got)
+	}
+	signalled := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(2 * time.Second); status("/readyz") != 503; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz still ready after SIGTERM")
+		}
+	}
+	if got := status("/healthz"); got != 200 {
+		t.Fatalf("/healthz while draining: %d", got)
+	}
+	resp := p.post(t, "/api/auth/email-otp/send-verification-otp", `{"email":"late@example.com","type":"sign-in"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("a sign-in while draining: %d", resp.StatusCode)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("exit after the delay: %v", err)
+		}
+		if waited := time.Since(signalled); waited < 3*time.Second {
+			t.Fatalf("exited %s after SIGTERM, before the 3s delay", waited)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not exit after the delay")
+	}
+}
+
 // The JSON API as better-auth's own client library sees it: the library, pinned in package.json,
 // drives the service binary. Each script of conformance/ (better-auth-client.mjs for the core
 // and the email-OTP plugin, one per further plugin or surface) runs against a service of its own.

@@ -44,6 +44,9 @@ const secretFileName = "auth-secret"
 type Config struct {
 	// Port is the TCP port the HTTP server listens on (PORT).
 	Port int
+	// ShutdownDelay is how long the service keeps serving, not ready, once told to stop
+	// (SHUTDOWN_DELAY).
+	ShutdownDelay time.Duration
 	// BaseURL is the public origin of the service (AUTH_URL), without a trailing slash.
 	BaseURL string
 	// Secure reports whether BaseURL is https, which turns on Secure and __Secure- cookies.

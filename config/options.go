@@ -68,6 +68,16 @@ var options = []option{
 			c.Port = p
 			return nil
 		}},
+	{name: "SHUTDOWN_DELAY", def: "0s",
+		doc: "How long, once told to stop (SIGTERM, SIGINT), the service keeps serving while `/readyz` answers 503, before it stops taking connections and finishes the requests in flight: time for a load balancer or Kubernetes to stop sending it new ones, so a rolling update refuses none. Set it above the time your balancer takes to notice (`5s` on Kubernetes, as `deploy/kubernetes.yaml` does); a second signal ends the wait. At most 60s.",
+		set: func(c *Config, v string) error {
+			d, err := parseDuration(v)
+			if err != nil || d < 0 || d > time.Minute {
+				return fmt.Errorf("%q must be a duration from 0s to 60s", v)
+			}
+			c.ShutdownDelay = d
+			return nil
+		}},
 	{name: "AUTH_URL", shown: "`http://localhost:$PORT`",
 		doc: "Public origin of the service (`https://auth.example.com`). `https` turns on `Secure` cookies with the `__Secure-` name prefix, and makes `AUTH_SECRET` mandatory.",
 		set: func(c *Config, v string) error {

@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"codeauth/config"
+	"codeauth/server"
 
 	"gopkg.in/yaml.v3"
 )
@@ -158,6 +162,9 @@ func TestImage_RunsFromItsRootFilesystem(t *testing.T) {
 	if len(entries) == 0 {
 		t.Fatalf("nothing written to /data:\n%s", logs.String())
 	}
+	serve.Process.Signal(syscall.SIGTERM)
+	serve.Wait()
+	t.Run("the Dockerfile builds the same image", func(t *testing.T) { checkDockerfile(t, cfg, root) })
 }
 
 // unpackOCI unpacks the OCI archive's image into root (layers in order, owners kept) and returns
@@ -285,54 +292,214 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
-// The Dockerfile builds the same image: its user, port, volume, working dir, environment,
-// entrypoint, command and health check are the image's.
-func TestDockerfile_SaysWhatTheImageSays(t *testing.T) {
+// checkDockerfile holds the Dockerfile to the image scripts/image built (cfg, unpacked at root):
+// the final stage's user, port, volume, working dir, environment, entrypoint, command, labels and
+// health check are the image's settings, and it copies exactly the image's files, with their
+// owners and modes. (Docker cannot run here; what it would build is read from the Dockerfile.)
+func checkDockerfile(t *testing.T, cfg imageConfig, root string) {
 	b, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]string{}
-	var final bool
-	for _, line := range strings.Split(string(b), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+	text := strings.ReplaceAll(string(b), "\\\n", " ") // continued lines
+	var final []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if fields[0] == "FROM" {
-			final = fields[1] == "scratch"
+		if strings.HasPrefix(line, "FROM ") {
+			final = final[:0]
 		}
-		if final {
-			got[fields[0]] = strings.TrimSpace(strings.TrimPrefix(line, fields[0]))
+		final = append(final, line)
+	}
+	if len(final) == 0 || final[0] != "FROM scratch" {
+		t.Fatalf("the final stage is not FROM scratch: %q", final)
+	}
+	c := cfg.Config
+	jsonList := func(v string) []string {
+		var l []string
+		if err := json.Unmarshal([]byte(v), &l); err != nil {
+			t.Errorf("%q is not a JSON list", v)
+		}
+		return l
+	}
+	labels, env := map[string]string{}, map[string]bool{}
+	var copies []string
+	for _, line := range final[1:] {
+		op, rest, _ := strings.Cut(line, " ")
+		switch op {
+		case "USER":
+			if rest != c.User {
+				t.Errorf("USER %s, the image's %s", rest, c.User)
+			}
+		case "WORKDIR":
+			if rest != c.WorkingDir {
+				t.Errorf("WORKDIR %s, the image's %s", rest, c.WorkingDir)
+			}
+		case "EXPOSE":
+			if _, ok := c.ExposedPorts[rest+"/tcp"]; !ok || len(c.ExposedPorts) != 1 {
+				t.Errorf("EXPOSE %s, the image's %v", rest, c.ExposedPorts)
+			}
+		case "VOLUME":
+			v := jsonList(rest)
+			if len(v) != len(c.Volumes) || len(v) != 1 {
+				t.Errorf("VOLUME %v, the image's %v", v, c.Volumes)
+			} else if _, ok := c.Volumes[v[0]]; !ok {
+				t.Errorf("VOLUME %v, the image's %v", v, c.Volumes)
+			}
+		case "ENTRYPOINT":
+			if v := jsonList(rest); !slices.Equal(v, c.Entrypoint) {
+				t.Errorf("ENTRYPOINT %v, the image's %v", v, c.Entrypoint)
+			}
+		case "CMD":
+			if v := jsonList(rest); !slices.Equal(v, c.Cmd) {
+				t.Errorf("CMD %v, the image's %v", v, c.Cmd)
+			}
+		case "ENV":
+			for _, kv := range strings.Fields(rest) {
+				env[kv] = true
+			}
+		case "LABEL":
+			for k, v := range dockerfileWords(t, rest) {
+				labels[k] = v
+			}
+		case "HEALTHCHECK":
+			_, cmd, _ := strings.Cut(rest, " CMD ")
+			if v := jsonList(cmd); !slices.Equal(v, jsonList(c.Labels["io.codeauth.healthcheck"])) {
+				t.Errorf("HEALTHCHECK CMD %v, the image's label %s", v, c.Labels["io.codeauth.healthcheck"])
+			}
+		case "COPY":
+			copies = append(copies, rest)
+		case "ARG":
+		default:
+			t.Errorf("the final stage has %s, which the image has no counterpart for", op)
 		}
 	}
-	want := map[string]string{
-		"USER": imageUser, "EXPOSE": imagePort, "VOLUME": `["` + imageData + `"]`, "WORKDIR": imageData,
-		"ENTRYPOINT": `["/codeauth"]`, "CMD": `["serve"]`, "ENV": "DATA_DIR=" + imageData + " PORT=" + imagePort,
+	for _, kv := range c.Env {
+		if !env[kv] && !strings.HasPrefix(kv, "PATH=") {
+			t.Errorf("ENV lacks the image's %s", kv)
+		}
+		delete(env, kv)
 	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s %q, want %q", k, got[k], v)
+	for kv := range env {
+		t.Errorf("ENV %s is not the image's", kv)
+	}
+	// The labels made when the image is built (its version, revision, source, time) come from
+	// build arguments; every other label is the image's, word for word.
+	built := []string{"org.opencontainers.image.version", "org.opencontainers.image.revision", "org.opencontainers.image.source", "org.opencontainers.image.created"}
+	for k, v := range c.Labels {
+		got, ok := labels[k]
+		switch {
+		case strings.HasPrefix(k, "io.buildah."):
+			// buildah's own mark of the tool that built it
+		case !ok:
+			t.Errorf("LABEL lacks the image's %s", k)
+		case slices.Contains(built, k):
+			if !strings.HasPrefix(got, "${") {
+				t.Errorf("LABEL %s=%q does not come from a build argument", k, got)
+			}
+		case got != v:
+			t.Errorf("LABEL %s=%q, the image's %q", k, got, v)
+		}
+		delete(labels, k)
+	}
+	for k := range labels {
+		t.Errorf("LABEL %s is not the image's", k)
+	}
+	// The files: each COPY's destination is one of the image's, with its owner and mode, and the
+	// image has no other.
+	var leaves []string
+	filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || path == root {
+			return err
+		}
+		if entries, _ := os.ReadDir(path); !d.IsDir() || len(entries) == 0 || path == filepath.Join(root, "data") {
+			leaves = append(leaves, strings.TrimPrefix(path, root))
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	var copied []string
+	for _, cp := range copies {
+		fields := strings.Fields(cp)
+		dest := fields[len(fields)-1]
+		copied = append(copied, dest)
+		fi, err := os.Stat(filepath.Join(root, dest))
+		if err != nil {
+			t.Errorf("COPY to %s, which the image lacks", dest)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		owner := "0:0"
+		for _, f := range fields {
+			if o, ok := strings.CutPrefix(f, "--chown="); ok {
+				owner = o
+			}
+			if m, ok := strings.CutPrefix(f, "--chmod="); ok {
+				if want, _ := strconv.ParseUint(m, 8, 32); uint32(fi.Mode().Perm()) != uint32(want) {
+					t.Errorf("COPY to %s with mode %s, the image's %o", dest, m, fi.Mode().Perm())
+				}
+			}
+		}
+		if got := fmt.Sprintf("%d:%d", st.Uid, st.Gid); got != owner {
+			t.Errorf("COPY to %s owned by %s, the image's by %s", dest, owner, got)
 		}
 	}
-	if hc := got["HEALTHCHECK"]; !strings.HasSuffix(hc, `CMD ["/codeauth", "healthcheck"]`) {
-		t.Errorf("HEALTHCHECK %q", hc)
+	slices.Sort(copied)
+	slices.Sort(leaves)
+	if !slices.Equal(copied, leaves) {
+		t.Errorf("the Dockerfile copies %v, the image holds %v", copied, leaves)
 	}
-	if !strings.Contains(string(b), `CGO_ENABLED=0`) || !strings.Contains(string(b), "--chown=65532:65532") {
-		t.Error("the Dockerfile does not build a static binary or give /data to the image's user")
+	if fi, err := os.Stat(filepath.Join(root, "tmp")); err != nil || fi.Mode()&os.ModeSticky == 0 || !strings.Contains(string(b), "chmod 1777") {
+		t.Errorf("/tmp is not sticky and open to all in both (1777)")
+	}
+	if !strings.Contains(string(b), "CGO_ENABLED=0") {
+		t.Error("the Dockerfile does not build a static binary")
 	}
 }
 
-// The Compose file runs the image with PostgreSQL: the image's port and volume, the health check
-// the image names, a database URL that points at its own PostgreSQL service, which the service
-// waits for.
+// dockerfileWords reads a LABEL instruction's key=value pairs, values quoted or not, with the
+// backslash escapes a double-quoted value may hold.
+func dockerfileWords(t *testing.T, s string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		key, rest, ok := strings.Cut(s, "=")
+		if !ok {
+			t.Fatalf("LABEL %q: no =", s)
+		}
+		var value strings.Builder
+		if strings.HasPrefix(rest, `"`) {
+			i := 1
+			for ; i < len(rest) && rest[i] != '"'; i++ {
+				if rest[i] == '\\' && i+1 < len(rest) {
+					i++
+				}
+				value.WriteByte(rest[i])
+			}
+			s = rest[min(i+1, len(rest)):]
+		} else {
+			v, after, _ := strings.Cut(rest, " ")
+			value.WriteString(v)
+			s = after
+		}
+		out[key] = value.String()
+	}
+	return out
+}
+
+// The Compose file runs the image with PostgreSQL: the image's port, the health check the image
+// names, a database URL that points at its own PostgreSQL service, which the service waits for,
+// the secret from the environment, and no proxy believed in front of the published port.
 func TestCompose_SaysWhatTheImageSays(t *testing.T) {
 	var compose struct {
 		Services map[string]struct {
 			Image       string
 			Ports       []string
 			Environment map[string]string
-			Volumes     []string
 			Healthcheck struct{ Test []string }
 			DependsOn   map[string]struct{ Condition string } `yaml:"depends_on"`
 		}
@@ -346,8 +513,9 @@ func TestCompose_SaysWhatTheImageSays(t *testing.T) {
 	if !slices.Contains(svc.Ports, imagePort+":"+imagePort) {
 		t.Errorf("ports %v", svc.Ports)
 	}
-	if !slices.ContainsFunc(svc.Volumes, func(v string) bool { return strings.HasSuffix(v, ":"+imageData) }) {
-		t.Errorf("volumes %v: nothing on %s", svc.Volumes, imageData)
+	// Clients reach the published port directly: no X-Forwarded-For may be believed.
+	if got := svc.Environment["AUTH_TRUSTED_PROXIES"]; got != config.NoProxy {
+		t.Errorf("AUTH_TRUSTED_PROXIES %q: a client could name any address in X-Forwarded-For", got)
 	}
 	if !slices.Equal(svc.Healthcheck.Test, append([]string{"CMD"}, imageHealthcheck...)) {
 		t.Errorf("healthcheck %v", svc.Healthcheck.Test)
@@ -362,7 +530,9 @@ func TestCompose_SaysWhatTheImageSays(t *testing.T) {
 }
 
 // The Kubernetes manifest runs the image as its user, on its port, with readiness on /readyz and
-// liveness on /healthz, its secrets from the Secret it defines, /data mounted, and a disruption
+// liveness on /healthz after a startup probe that outlasts migrations, its secrets from the
+// Secret it defines (whose placeholder the service refuses), /data mounted, a locked-down
+// container, a shutdown that drains before it stops within the grace period, and a disruption
 // budget that selects the Deployment's pods.
 func TestKubernetes_SaysWhatTheImageSays(t *testing.T) {
 	b, err := os.ReadFile("kubernetes.yaml")
@@ -374,6 +544,8 @@ func TestKubernetes_SaysWhatTheImageSays(t *testing.T) {
 			Path string
 			Port any
 		} `yaml:"httpGet"`
+		PeriodSeconds    int `yaml:"periodSeconds"`
+		FailureThreshold int `yaml:"failureThreshold"`
 	}
 	type doc struct {
 		Kind     string
@@ -396,17 +568,29 @@ func TestKubernetes_SaysWhatTheImageSays(t *testing.T) {
 						RunAsUser    int  `yaml:"runAsUser"`
 						RunAsGroup   int  `yaml:"runAsGroup"`
 					} `yaml:"securityContext"`
-					Containers []struct {
+					TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
+					Containers                    []struct {
+						Image           string
+						ImagePullPolicy string `yaml:"imagePullPolicy"`
+						SecurityContext struct {
+							AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+							ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+							Capabilities             struct {
+								Drop, Add []string
+							}
+						} `yaml:"securityContext"`
 						Ports []struct {
 							Name          string
 							ContainerPort int `yaml:"containerPort"`
 						}
 						Env []struct {
 							Name      string
+							Value     string
 							ValueFrom struct {
 								SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
 							} `yaml:"valueFrom"`
 						}
+						StartupProbe   probe `yaml:"startupProbe"`
 						ReadinessProbe probe `yaml:"readinessProbe"`
 						LivenessProbe  probe `yaml:"livenessProbe"`
 						VolumeMounts   []struct {
@@ -454,6 +638,7 @@ func TestKubernetes_SaysWhatTheImageSays(t *testing.T) {
 	for _, name := range []string{"AUTH_SECRET", "DATABASE_URL"} {
 		i := slices.IndexFunc(ctr.Env, func(e struct {
 			Name      string
+			Value     string
 			ValueFrom struct {
 				SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
 			} `yaml:"valueFrom"`
@@ -476,7 +661,47 @@ func TestKubernetes_SaysWhatTheImageSays(t *testing.T) {
 	}) {
 		t.Errorf("nothing mounted on %s", imageData)
 	}
+	// The Secret's placeholder does not start the service: nobody runs on a published key.
+	vars := map[string]string{}
+	for _, e := range ctr.Env {
+		vars[e.Name] = e.Value
+		if e.ValueFrom.SecretKeyRef.Key != "" {
+			vars[e.Name] = secret.StringData[e.ValueFrom.SecretKeyRef.Key]
+		}
+	}
+	vars["DATA_DIR"] = t.TempDir()
+	if _, err := config.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok }); err == nil || !strings.Contains(err.Error(), "AUTH_SECRET") {
+		t.Errorf("the service starts with the Secret's placeholder AUTH_SECRET %q: %v", vars["AUTH_SECRET"], err)
+	}
+	vars["AUTH_SECRET"] = base64.StdEncoding.EncodeToString(make([]byte, 32))
+	cfg, err := config.Load(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatalf("the manifest's settings with a real secret: %v", err)
+	}
+	// Liveness applies only once the process listens, and migrations may take minutes first.
+	if p := ctr.StartupProbe; p.HTTPGet.Path != "/healthz" || !portOK(p.HTTPGet.Port) || p.PeriodSeconds*p.FailureThreshold < 300 {
+		t.Errorf("startup probe %+v: it must give migrations at least 5 minutes", p)
+	}
+	// SIGTERM: not ready for SHUTDOWN_DELAY, then the requests in flight and the outbox's send in
+	// flight finish, all before Kubernetes kills the container.
+	if cfg.ShutdownDelay <= 0 {
+		t.Error("no SHUTDOWN_DELAY: a rolling update refuses connections")
+	}
+	if need := cfg.ShutdownDelay + server.ShutdownTimeout + 20*time.Second; time.Duration(pod.TerminationGracePeriodSeconds)*time.Second < need {
+		t.Errorf("terminationGracePeriodSeconds %d, a shutdown may take %s", pod.TerminationGracePeriodSeconds, need)
+	}
+	sc := ctr.SecurityContext
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !sc.ReadOnlyRootFilesystem ||
+		!slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+		t.Errorf("container security context %+v", sc)
+	}
+	if ctr.ImagePullPolicy != "IfNotPresent" && ctr.ImagePullPolicy != "Always" || !strings.Contains(ctr.Image, "codeauth") {
+		t.Errorf("image %s, pull policy %q", ctr.Image, ctr.ImagePullPolicy)
+	}
 	pdb := docs["PodDisruptionBudget"]
+	if len(pdb.Spec.Selector.MatchLabels) == 0 {
+		t.Error("the budget's selector is empty: it selects every pod of the namespace")
+	}
 	if pdb.Spec.MinAvailable < 1 || pdb.Spec.MinAvailable >= dep.Spec.Replicas {
 		t.Errorf("the budget keeps %d of %d replicas", pdb.Spec.MinAvailable, dep.Spec.Replicas)
 	}

@@ -14,6 +14,7 @@ import (
 	_ "net/http/pprof" // served on DEBUG_PPROF_ADDR only
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"codeauth/auth"
@@ -84,6 +85,9 @@ type Server struct {
 	// mailer is the transport the outbox delivers through, named in the start-up log and closed
 	// (its idle connections) by release.
 	mailer mail.Mailer
+
+	// draining is set by Drain: /readyz answers 503 while requests are still served.
+	draining atomic.Bool
 
 	mu         sync.Mutex
 	started    bool
@@ -222,7 +226,7 @@ func New(ctx context.Context, cfg config.Config, opts Options) (_ *Server, err e
 		PrivacyURL:     cfg.PrivacyURL,
 		TermsURL:       cfg.TermsURL,
 		DefaultLocale:  cfg.DefaultLocale,
-		Ready:          s.Store.Ready,
+		Ready:          s.ready,
 		Logger:         log,
 		Observer:       observer,
 		Tracer:         s.tracer,
@@ -320,6 +324,22 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.log.Info("listening", "url", s.Config.BaseURL, "port", s.Config.Port, "database", database, "mail", mail.Describe(s.mailer))
 	return <-served
 }
+
+// errDraining is why an instance told to stop is not ready (Drain).
+var errDraining = errors.New("shutting down")
+
+// ready is what /readyz checks: the database takes writes, and the instance is not draining.
+func (s *Server) ready(ctx context.Context) error {
+	if s.draining.Load() {
+		return errDraining
+	}
+	return s.Store.Ready(ctx)
+}
+
+// Drain makes /readyz answer 503 from now on while everything else is served as before: the
+// first step of a shutdown (SHUTDOWN_DELAY), so that load balancers stop sending requests before
+// Close stops taking them.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Close stops the service in the order that loses nothing: the scheduled jobs are told to stop,
 // the listener stops taking requests and the in-flight ones finish (within ShutdownTimeout), the
