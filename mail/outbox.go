@@ -80,9 +80,9 @@ func Backoff(attempts int) time.Duration {
 	return min(d, 15*time.Minute)
 }
 
-// Outbox is the durable queue of outgoing e-mail. A message (the row Prepare returns) is written
-// in the caller's transaction, so an e-mail exists exactly when the change that causes it
-// commits; the worker
+// Outbox is the durable queue of outgoing e-mail and webhooks. A message (the row Prepare or
+// PrepareWebhook returns) is written in the caller's transaction, so it exists exactly when the
+// change that causes it commits; a worker (one for e-mail, one for webhooks: models.OutboxQueue)
 // delivers it afterwards, retrying with exponential backoff, so the HTTP answer never waits on
 // the provider and a provider outage loses nothing. Deliveries are claimed with an atomic lease,
 // so any number of instances can run workers on one database without sending a message twice.

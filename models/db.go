@@ -225,8 +225,9 @@ var droppedIndexes = []struct {
 	model any
 	name  string
 }{
-	{&OutboxMessage{}, "idx_outbox_due"}, // replaced by the partial idx_outbox_pending
-	{&User{}, "idx_users_deleted_at"},    // replaced by the partial idx_users_deleted
+	{&OutboxMessage{}, "idx_outbox_due"},       // replaced by the partial idx_outbox_pending
+	{&User{}, "idx_users_deleted_at"},          // replaced by the partial idx_users_deleted
+	{&OutboxMessage{}, "idx_outbox_supersede"}, // replaced by the partial idx_outbox_supersede_key
 }
 
 func migrate(db *gorm.DB) error {

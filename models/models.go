@@ -197,14 +197,15 @@ type Purchase struct {
 // Supersede key replace each other while pending: only the newest code of a kind goes out.
 // LockedUntil is a worker's lease on the message, short and extended while the worker delivers
 // it; the id doubles as the provider's idempotency key. The due-message index covers pending rows
-// only, the ones the workers poll all the time. A struct tag cannot name a constant: 'pending'
-// there must stay OutboxPending. (Databases made by earlier versions also have a sent_at
+// only, the ones the workers poll all the time; the Supersede index only rows with a key (a
+// code's e-mail), so the welcome e-mails and webhooks, most of the queue, cost it no entry. A
+// struct tag cannot name a constant: 'pending' there must stay OutboxPending. (Databases made by earlier versions also have a sent_at
 // column, which nothing reads or writes any more.)
 type OutboxMessage struct {
 	ID            string     `gorm:"type:uuid;primaryKey"`
 	Kind          string     `gorm:"size:32;not null"`
 	Recipient     string     `gorm:"size:254;not null"`
-	Supersede     string     `gorm:"size:300;not null;index"`
+	Supersede     string     `gorm:"size:300;not null;index:idx_outbox_supersede_key,where:supersede <> ''"`
 	Payload       []byte     `gorm:"not null"`
 	Status        string     `gorm:"size:16;not null"`
 	Attempts      int        `gorm:"not null"`

@@ -54,8 +54,10 @@ func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
 }
 
 // supersedeSQL deletes the pending messages queued under a Supersede key. A message a worker is
-// sending right now is left to finish: it is already on its way.
-const supersedeSQL = `DELETE FROM outbox WHERE supersede = ? AND ` + pendingSQL + ` AND (locked_until IS NULL OR locked_until <= ?)`
+// sending right now is left to finish: it is already on its way. The key is never empty here;
+// saying so lets the planner use the partial index of rows with a key (idx_outbox_supersede_key)
+// in a generic plan too, which cannot see the parameter's value.
+const supersedeSQL = `DELETE FROM outbox WHERE supersede = ? AND supersede <> '' AND ` + pendingSQL + ` AND (locked_until IS NULL OR locked_until <= ?)`
 
 // forgetGivenUp deletes, inside tx, the records of messages to the recipients that were given up
 // (delivered ones are gone already); messages still waiting are left to be delivered.

@@ -1,5 +1,5 @@
 // Package server builds the service from its configuration, in one place used by the command
-// and by the tests alike: storage, mailer, the auth service, the HTTP app, the outbox worker and
+// and by the tests alike: storage, mailer, the auth service, the HTTP app, the outbox workers and
 // the scheduled jobs, and the shutdown that stops them in an order that loses nothing.
 package server
 
@@ -241,7 +241,7 @@ func (s *Server) Jobs() []auth.Job {
 	return append([]auth.Job{s.Auth.PruneJob(), s.Auth.RotateJWTKeyJob(false)}, s.Auth.NightlyJobs()...)
 }
 
-// Start runs the background work: the outbox worker, the scheduled jobs (unless
+// Start runs the background work: the outbox workers, the scheduled jobs (unless
 // Options.NoSchedule) and, when DEBUG_PPROF_ADDR is set, the profiler. It returns at once; Close
 // stops them.
 func (s *Server) Start() {
@@ -343,7 +343,7 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Close stops the service in the order that loses nothing: the scheduled jobs are told to stop,
 // the listener stops taking requests and the in-flight ones finish (within ShutdownTimeout), the
-// outbox worker finishes the message it is sending, the jobs return, and then the shared rate
+// outbox workers finish the messages they are sending, the jobs return, and then the shared rate
 // store and the database close. A shutdown that runs out of time is not an error: the requests
 // still running are cut, as they would be by any stop.
 func (s *Server) Close() error {
