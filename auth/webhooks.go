@@ -29,7 +29,7 @@ func (s *Service) webhookRows(_ context.Context, events []models.Event) ([]model
 			return nil, err
 		}
 		for _, endpoint := range endpoints {
-			row, err := s.outbox.PrepareWebhook(endpoint, id, body, at)
+			row, err := s.outbox.PrepareWebhook(endpoint, id, ev.UserID, body, at)
 			if err != nil {
 				return nil, err
 			}

@@ -197,22 +197,25 @@ func EndpointHost(endpoint string) string {
 	return "?"
 }
 
-// webhookPayload is what a webhook delivery's row holds, sealed: the endpoint, the event's id
-// and its body.
+// webhookPayload is what a webhook delivery's row holds, sealed: the endpoint, the event's id,
+// the account it is about (the lane it goes in; empty in rows of versions before lanes per
+// account, which share one lane per endpoint) and its body.
 type webhookPayload struct {
 	Endpoint string `json:"endpoint"`
 	ID       string `json:"id"`
+	Account  string `json:"account,omitempty"`
 	Body     []byte `json:"body"`
 }
 
-// PrepareWebhook seals the delivery of the event id with body, made at, to endpoint and returns
-// the row that queues it, due now, for the transaction of the change to write. The row's
-// recipient is the endpoint's host, for operators; the endpoint itself is in the sealed payload.
-// Its created_at is at, which orders the deliveries to the endpoint (lanes).
-func (o *Outbox) PrepareWebhook(endpoint, id string, body []byte, at time.Time) (models.OutboxMessage, error) {
+// PrepareWebhook seals the delivery of the event id about account with body, made at, to
+// endpoint and returns the row that queues it, due now, for the transaction of the change to
+// write. The row's recipient is the endpoint's host, for operators; the endpoint itself is in the
+// sealed payload. Its created_at is at, which orders an account's deliveries to the endpoint
+// (lanes).
+func (o *Outbox) PrepareWebhook(endpoint, id, account string, body []byte, at time.Time) (models.OutboxMessage, error) {
 	now := o.clock()
 	rowID := newRowID()
-	sealed, err := o.seal(rowID, webhookPayload{Endpoint: endpoint, ID: id, Body: body}, false)
+	sealed, err := o.seal(rowID, webhookPayload{Endpoint: endpoint, ID: id, Account: account, Body: body}, false)
 	if err != nil {
 		return models.OutboxMessage{}, fmt.Errorf("mail: sealing a webhook: %w", err)
 	}
@@ -225,10 +228,33 @@ func (o *Outbox) PrepareWebhook(endpoint, id string, body []byte, at time.Time) 
 // SetWebhooks has the outbox deliver webhook rows through w; without it they wait.
 func (o *Outbox) SetWebhooks(w *Webhooks) { o.hooks = w }
 
-// sendWebhook delivers one claimed webhook row. A failure is retried (WebhookBackoff) until
-// WebhookRetry after the event, then given up; a delivery to an endpoint taken out of
-// WEBHOOK_URL is dropped.
-func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage) (outcome, error) {
+// openWebhooks opens the payloads of the batch's webhook rows still to send, for their lanes and
+// their delivery; a row that cannot be opened is given up here (no retry can change a payload).
+// On an instance without webhooks nothing is opened: sendWebhook decides what becomes of them.
+func (o *Outbox) openWebhooks(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error) []*webhookPayload {
+	hooks := make([]*webhookPayload, len(batch))
+	if o.hooks == nil {
+		return hooks
+	}
+	for i, row := range batch {
+		if outcomes[i] != 0 || row.Kind != string(KindWebhook) {
+			continue
+		}
+		var p webhookPayload
+		if err := o.openSealed(row, &p); err != nil {
+			o.log.ErrorContext(ctx, "outbox: giving up on a webhook that cannot be opened", "id", row.ID, "error", err)
+			outcomes[i], errs[i] = outcomeAbandoned, fmt.Errorf("unreadable: %w", err)
+			continue
+		}
+		hooks[i] = &p
+	}
+	return hooks
+}
+
+// sendWebhook delivers one claimed webhook row, whose payload openWebhooks opened (p). A failure
+// is retried (WebhookBackoff) until WebhookRetry after the event, then given up; a delivery to
+// an endpoint taken out of WEBHOOK_URL is dropped.
+func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage, p *webhookPayload) (outcome, error) {
 	if o.hooks == nil {
 		// Queued by an instance with WEBHOOK_URL, claimed by one without: another instance may
 		// still deliver it, within the retry time every webhook has, and no longer.
@@ -238,11 +264,6 @@ func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage) (out
 			return outcomeAbandoned, err
 		}
 		return outcomeFailed, err
-	}
-	var p webhookPayload
-	if err := o.openSealed(row, &p); err != nil {
-		o.log.ErrorContext(ctx, "outbox: giving up on a webhook that cannot be opened", "id", row.ID, "error", err)
-		return outcomeAbandoned, fmt.Errorf("unreadable: %w", err)
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	err := o.hooks.deliver(sendCtx, p.Endpoint, p.ID, p.Body)
