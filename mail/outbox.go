@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -243,6 +244,17 @@ type DeliveryReport struct {
 
 // sendParallelism is how many messages of a batch are handed to the mailer at once.
 const sendParallelism = 8
+
+// newHTTPTransport is the HTTP transport of the outbox's deliveries (the provider's API, the
+// webhook endpoints): Go's default (proxies from the environment, its timeouts), keeping an idle
+// connection for each delivery a worker may have in flight to one host. The default keeps two,
+// so six of eight parallel deliveries would close their connections and the next ones dial and
+// handshake again.
+func newHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = sendParallelism
+	return t
+}
 
 // DeliverDue delivers every message that is due when it starts (but those another worker has
 // claimed), once each, the e-mails and then the webhooks, and reports what happened.

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -472,6 +474,49 @@ func TestOutbox_WebhooksGoInParallelAcrossAccountsInOrderWithinOne(t *testing.T)
 		}
 		if want := []string{"b1", "a1", "a2"}; !slices.Equal(got, want) {
 			t.Fatalf("delivered %v, want %v", got, want)
+		}
+	})
+}
+
+// Parallel deliveries to one host keep their connections: 128 webhooks of 128 accounts, eight
+// at a time, open about as many connections as go at once (a dial that races a connection's
+// return may add one or two). (Go's default transport keeps two idle
+// connections a host, so six of every eight deliveries closed theirs and the next ones dialled
+// again: thousands of connections a minute under load.)
+func TestOutbox_ParallelDeliveriesReuseTheirConnections(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		var opened atomic.Int64
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(5 * time.Millisecond) // long enough for the deliveries to overlap
+		}))
+		srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+			if state == http.StateNew {
+				opened.Add(1)
+			}
+		}
+		srv.Start()
+		defer srv.Close()
+		hooks, err := mail.NewWebhooks([]string{srv.URL}, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), f.clock.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := f.instance(newGate())
+		o.SetWebhooks(hooks)
+		const events = 128
+		for i := range events {
+			row, err := o.PrepareWebhook(srv.URL, fmt.Sprintf("msg_%d", i), fmt.Sprintf("user-%d", i), []byte(`{}`), f.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.db.Create(&row).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r, err := o.DeliverDue(context.Background()); err != nil || r.Sent != events {
+			t.Fatalf("report %+v %v", r, err)
+		}
+		if n := opened.Load(); n > 12 {
+			t.Fatalf("%d deliveries opened %d connections; 8 go at once", events, n)
 		}
 	})
 }

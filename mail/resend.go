@@ -23,7 +23,7 @@ func (r *Resend) String() string { return "resend " + r.client.BaseURL.Host }
 
 // NewResend returns a Resend mailer for cfg; cfg.BaseURL, when set, replaces the API address.
 func NewResend(cfg ProviderConfig) (*Resend, error) {
-	httpClient := &http.Client{Timeout: 15 * time.Second, Transport: statusTransport{http.DefaultTransport}}
+	httpClient := &http.Client{Timeout: 15 * time.Second, Transport: statusTransport{newHTTPTransport()}}
 	client := resend.NewCustomClient(httpClient, cfg.APIKey)
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(strings.TrimSuffix(cfg.BaseURL, "/") + "/")

@@ -119,7 +119,8 @@ func NewWebhooks(endpoints []string, secret string, now func() time.Time) (*Webh
 		now = time.Now
 	}
 	client := &http.Client{
-		Timeout: webhookTimeout,
+		Transport: newHTTPTransport(),
+		Timeout:   webhookTimeout,
 		// A redirect could send the signed event anywhere: it is a failed delivery instead.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
