@@ -2,7 +2,8 @@
 # binary on an empty base, run as the user codeauth (65532), /data its volume, the same files,
 # settings and labels. deploy_test checks that the two agree.
 #   docker build -t codeauth --build-arg VERSION=$(git describe --always --dirty) \
-#     --build-arg REVISION=$(git rev-parse HEAD) --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) .
+#     --build-arg REVISION=$(git rev-parse HEAD) --build-arg SOURCE=https://github.com/you/codeauth \
+#     --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) .
 #   docker run -p 3000:3000 -v codeauth-data:/data -e AUTH_TRUSTED_PROXIES=none codeauth
 FROM golang:1.26.8 AS build
 WORKDIR /src

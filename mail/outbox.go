@@ -63,12 +63,15 @@ const (
 	// sendTimeout bounds one hand-over to the provider. It may exceed lease: heartbeats keep
 	// the message leased meanwhile.
 	sendTimeout = 20 * time.Second
-	// pollInterval is how often the worker looks for due messages queued by other instances, or
-	// due for a retry, when nothing wakes it.
+	// pollInterval is how often each worker looks for due messages queued by other instances, or
+	// due for a retry, or queued without a kick (most webhooks), when nothing wakes it.
 	pollInterval = time.Second
+	// recordTimeout bounds the recording of a batch's results, which goes on when the worker is
+	// stopped.
+	recordTimeout = 5 * time.Second
 	// batchSize is how many messages one claim takes.
 	batchSize = 50
-	// kickLinger is how long the worker waits after being woken before it claims, so that the
+	// kickLinger is how long a worker waits after being woken before it claims, so that the
 	// messages of a busy moment share one claim and one record instead of a pair each. It is
 	// added once to the delivery time of a message queued while the worker was idle.
 	kickLinger = 5 * time.Millisecond
@@ -103,18 +106,26 @@ type Outbox struct {
 	refusedKeyRetry time.Duration
 	// beat is how often a delivery extends its lease: heartbeat, but in tests.
 	beat time.Duration
-	// totals counts the outcomes of every delivery since the start (Totals).
+	// totals counts the outcomes of every delivery since the start, by queue (Totals).
 	totals struct {
 		sync.Mutex
-		DeliveryReport
+		byQueue map[models.OutboxQueue]DeliveryReport
 	}
 }
 
-// Totals counts what every DeliverDue of this outbox has done since the start, for the metrics.
-func (o *Outbox) Totals() DeliveryReport {
+// Totals counts what this outbox's deliveries of the queues given (all when none is) have done
+// since the start, for the metrics.
+func (o *Outbox) Totals(queues ...models.OutboxQueue) DeliveryReport {
+	if len(queues) == 0 {
+		queues = models.OutboxQueues
+	}
 	o.totals.Lock()
 	defer o.totals.Unlock()
-	return o.totals.DeliveryReport
+	var r DeliveryReport
+	for _, q := range queues {
+		r.add(o.totals.byQueue[q])
+	}
+	return r
 }
 
 // NewOutbox returns an outbox on store delivering through mailer the drafts it renders with
@@ -302,7 +313,13 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 			}()
 		}
 		wg.Wait()
-		if err := o.record(ctx, batch, outcomes, errs, stopBeating()); err != nil {
+		// What was delivered is recorded even when the worker is being stopped (Close cancels
+		// ctx, and with it the sends still in flight): unrecorded, it would go out again once the
+		// lease ran out.
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		err = o.record(recordCtx, batch, outcomes, errs, stopBeating())
+		cancel()
+		if err != nil {
 			return report, err
 		}
 		var pass DeliveryReport
@@ -311,11 +328,17 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		}
 		report.add(pass)
 		o.totals.Lock()
-		o.totals.add(pass)
+		if o.totals.byQueue == nil {
+			o.totals.byQueue = map[models.OutboxQueue]DeliveryReport{}
+		}
+		t := o.totals.byQueue[queue]
+		t.add(pass)
+		o.totals.byQueue[queue] = t
 		o.totals.Unlock()
 		if !full {
 			// A short batch took every message that was due when it was claimed, but those
-			// another worker holds; anything queued since has kicked the worker again.
+			// another worker holds; what was queued since was kicked, or waits for the next
+			// poll (pollInterval).
 			return report, nil
 		}
 	}

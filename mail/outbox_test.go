@@ -521,6 +521,33 @@ func TestOutbox_ParallelDeliveriesReuseTheirConnections(t *testing.T) {
 	})
 }
 
+// cancelOnSend delivers every message and then stops its worker, as Close does while a send is
+// under way.
+type cancelOnSend struct{ stop context.CancelFunc }
+
+func (m cancelOnSend) Send(context.Context, mail.Message) error {
+	m.stop()
+	return nil
+}
+
+// A message delivered while the worker is being stopped is recorded as delivered all the same:
+// left pending, it would go out a second time once its lease ran out (twice by SMTP, where no
+// idempotency key catches it).
+func TestOutbox_ADeliveryDuringTheStopIsRecorded(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		o := f.instance(cancelOnSend{stop})
+		f.enqueue(o, "a@example.com")
+		if r, _ := o.DeliverDue(ctx); r.Sent != 1 {
+			t.Fatalf("report %+v", r)
+		}
+		if n := f.pending(); n != 0 {
+			t.Fatalf("%d messages still pending after their delivery: they would be sent again", n)
+		}
+	})
+}
+
 // A webhook receiver that does not answer holds back no e-mail: the webhooks have a worker of
 // their own, so a sign-in code queued while a webhook delivery hangs goes out at once. (One
 // worker for both used to claim the next batch only once the last one was delivered, so every

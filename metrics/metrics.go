@@ -155,9 +155,9 @@ var (
 	sessionQuery  = desc("session_queries_total", "Database queries that answered session checks (concurrent checks share one on PostgreSQL).")
 	sessionsMade  = desc("sessions_created_total", "Sessions created (successful sign-ins).")
 	sessionsEnded = desc("sessions_ended_total", "Sessions ended by sign-out, revocation, an e-mail change or restore, or deletion.")
-	outboxPending = desc("outbox_pending", "E-mails waiting in the outbox, due or retrying.")
-	outboxAge     = desc("outbox_oldest_pending_age_seconds", "Age of the oldest e-mail waiting in the outbox; 0 when none is.")
-	deliveries    = desc("outbox_deliveries_total", "Outbox delivery outcomes: sent, failed (will retry), given_up, dropped (replaced or expired), withheld.", "result")
+	outboxPending = desc("outbox_pending", "Messages waiting in the outbox, due or retrying, by queue (email, webhook).", "queue")
+	outboxAge     = desc("outbox_oldest_pending_age_seconds", "Age of the oldest message waiting in the outbox's queue; 0 when none is.", "queue")
+	deliveries    = desc("outbox_deliveries_total", "Outbox delivery outcomes by queue (email, webhook): sent, failed (will retry), given_up, dropped (replaced or expired), withheld.", "queue", "result")
 	dbConns       = desc("db_connections", "Database connections by state: in_use, idle.", "state")
 	dbConnsMax    = desc("db_connections_max", "The most database connections the pool opens (0: no limit).")
 	dbWaits       = desc("db_connection_waits_total", "Times a statement waited for a free database connection.")
@@ -205,27 +205,31 @@ func (s *service) Collect(ch chan<- prometheus.Metric) {
 	counter(sessionsMade, st.SignIns)
 	counter(sessionsEnded, st.SessionsEnded)
 
-	totals := s.src.Auth.Outbox().Totals()
-	counter(deliveries, int64(totals.Sent), "sent")
-	counter(deliveries, int64(totals.Failed), "failed")
-	counter(deliveries, int64(totals.Abandoned), "given_up")
-	counter(deliveries, int64(totals.Dropped), "dropped")
-	counter(deliveries, int64(totals.Withheld), "withheld")
 	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 	defer cancel()
-	if b, err := s.src.Store.Backlog(ctx); err != nil {
-		// Left out of this scrape: an alert on a missing series (absent()) sees it.
-		if now := time.Now().Unix(); now-s.warned.Load() >= 60 {
-			s.warned.Store(now)
-			s.log.Warn("metrics: reading the outbox backlog failed", "error", err)
+	for _, q := range models.OutboxQueues {
+		queue := q.String()
+		totals := s.src.Auth.Outbox().Totals(q)
+		counter(deliveries, int64(totals.Sent), queue, "sent")
+		counter(deliveries, int64(totals.Failed), queue, "failed")
+		counter(deliveries, int64(totals.Abandoned), queue, "given_up")
+		counter(deliveries, int64(totals.Dropped), queue, "dropped")
+		counter(deliveries, int64(totals.Withheld), queue, "withheld")
+		b, err := s.src.Store.Backlog(ctx, q)
+		if err != nil {
+			// Left out of this scrape: an alert on a missing series (absent()) sees it.
+			if now := time.Now().Unix(); now-s.warned.Load() >= 60 {
+				s.warned.Store(now)
+				s.log.Warn("metrics: reading the outbox backlog failed", "error", err)
+			}
+			continue
 		}
-	} else {
-		gauge(outboxPending, float64(b.Pending))
+		gauge(outboxPending, float64(b.Pending), queue)
 		age := 0.0
 		if !b.Oldest.IsZero() {
 			age = max(s.src.Now().Sub(b.Oldest).Seconds(), 0)
 		}
-		gauge(outboxAge, age)
+		gauge(outboxAge, age, queue)
 	}
 
 	pool := s.src.Store.PoolStats()

@@ -200,13 +200,16 @@ func TestMetrics_OutboxBacklogAndFailures(t *testing.T) {
 		e.Mailer.Flush() // one attempt, which fails
 		e.Clock.Advance(90 * time.Second)
 		after := scrapeMetrics(t, e)
-		if got := after.value(t, "codeauth_outbox_pending"); got != 1 {
+		if got := after.value(t, "codeauth_outbox_pending", "queue", "email"); got != 1 {
 			t.Errorf("%v e-mails pending, want 1", got)
 		}
-		if age := after.value(t, "codeauth_outbox_oldest_pending_age_seconds"); age < 90 || age > 100 {
+		if got := after.value(t, "codeauth_outbox_pending", "queue", "webhook"); got != 0 {
+			t.Errorf("%v webhooks pending, want none", got)
+		}
+		if age := after.value(t, "codeauth_outbox_oldest_pending_age_seconds", "queue", "email"); age < 90 || age > 100 {
 			t.Errorf("the oldest pending e-mail is %v s old, want 90", age)
 		}
-		if d := after.value(t, "codeauth_outbox_deliveries_total", "result", "failed") - before.value(t, "codeauth_outbox_deliveries_total", "result", "failed"); d < 1 {
+		if d := after.value(t, "codeauth_outbox_deliveries_total", "queue", "email", "result", "failed") - before.value(t, "codeauth_outbox_deliveries_total", "queue", "email", "result", "failed"); d < 1 {
 			t.Errorf("failed deliveries moved by %v", d)
 		}
 		e.Mailer.FailKind(mail.KindSignInCode, nil)

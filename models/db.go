@@ -225,9 +225,10 @@ var droppedIndexes = []struct {
 	model any
 	name  string
 }{
-	{&OutboxMessage{}, "idx_outbox_due"},       // replaced by the partial idx_outbox_pending
+	{&OutboxMessage{}, "idx_outbox_due"},       // replaced by the partial idx_outbox_pending (since replaced too)
 	{&User{}, "idx_users_deleted_at"},          // replaced by the partial idx_users_deleted
 	{&OutboxMessage{}, "idx_outbox_supersede"}, // replaced by the partial idx_outbox_supersede_key
+	{&OutboxMessage{}, "idx_outbox_pending"},   // replaced by idx_outbox_due_email and _webhook
 }
 
 func migrate(db *gorm.DB) error {

@@ -11,9 +11,9 @@ import (
 	"gorm.io/gorm"
 )
 
-// Migrating a database made by an earlier version replaces the outbox's full due-message index
-// with the partial one, and migrating again changes nothing. The partial index's condition is
-// the one the outbox's statements write (pendingSQL), or PostgreSQL would not use it.
+// Migrating a database made by an earlier version replaces the outbox's indexes with the
+// partial ones of each queue's pending rows and of rows with a supersede key, and migrating again
+// changes nothing.
 func TestMigrateReplacesTheOutboxIndex(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(ctx, Options{SQLitePath: filepath.Join(t.TempDir(), "db.sqlite")})
@@ -23,22 +23,40 @@ func TestMigrateReplacesTheOutboxIndex(t *testing.T) {
 	if err := Migrate(ctx, db); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Exec("CREATE INDEX idx_outbox_due ON outbox (status, next_attempt_at)").Error; err != nil {
-		t.Fatal(err)
+	// The indexes of earlier versions: the due index over every status, the pending index over
+	// both queues, the supersede index over every row.
+	for _, ddl := range []string{
+		"CREATE INDEX idx_outbox_due ON outbox (status, next_attempt_at)",
+		"CREATE INDEX idx_outbox_pending ON outbox (next_attempt_at) WHERE " + pendingSQL,
+		"CREATE INDEX idx_outbox_supersede ON outbox (supersede)",
+	} {
+		if err := db.Exec(ddl).Error; err != nil {
+			t.Fatal(err)
+		}
 	}
 	for range 2 {
 		if err := Migrate(ctx, db); err != nil {
 			t.Fatal(err)
 		}
 		m := db.Migrator()
-		if m.HasIndex(&OutboxMessage{}, "idx_outbox_due") || !m.HasIndex(&OutboxMessage{}, "idx_outbox_pending") {
-			t.Fatal("the outbox indexes were not migrated")
+		for _, old := range []string{"idx_outbox_due", "idx_outbox_pending", "idx_outbox_supersede"} {
+			if m.HasIndex(&OutboxMessage{}, old) {
+				t.Fatalf("the outbox index %s was not dropped", old)
+			}
 		}
 	}
-	var ddl string
-	db.Raw("SELECT sql FROM sqlite_master WHERE name = 'idx_outbox_pending'").Scan(&ddl)
-	if want := "WHERE " + pendingSQL; len(ddl) < len(want) || ddl[len(ddl)-len(want):] != want {
-		t.Fatalf("the pending index is %q, want a partial index %s", ddl, want)
+	// Each index's condition is the one the outbox's statements write, or PostgreSQL's generic
+	// plans would not use it.
+	for name, want := range map[string]string{
+		"idx_outbox_due_email":     "WHERE " + pendingSQL + " AND " + emailQueueSQL,
+		"idx_outbox_due_webhook":   "WHERE " + pendingSQL + " AND " + webhookQueueSQL,
+		"idx_outbox_supersede_key": "WHERE supersede <> ''",
+	} {
+		var ddl string
+		db.Raw("SELECT sql FROM sqlite_master WHERE name = ?", name).Scan(&ddl)
+		if !strings.HasSuffix(ddl, want) {
+			t.Fatalf("the index %s is %q, want a partial index %s", name, ddl, want)
+		}
 	}
 }
 

@@ -196,10 +196,12 @@ type Purchase struct {
 // recipient, LastError, GivenUpAt) until the prune removes it. Messages queued with the same
 // Supersede key replace each other while pending: only the newest code of a kind goes out.
 // LockedUntil is a worker's lease on the message, short and extended while the worker delivers
-// it; the id doubles as the provider's idempotency key. The due-message index covers pending rows
-// only, the ones the workers poll all the time; the Supersede index only rows with a key (a
-// code's e-mail), so the welcome e-mails and webhooks, most of the queue, cost it no entry. A
-// struct tag cannot name a constant: 'pending' there must stay OutboxPending. (Databases made by earlier versions also have a sent_at
+// it; the id doubles as the provider's idempotency key. The due-message indexes cover pending
+// rows only, the ones the workers poll all the time, one for each queue (models.OutboxQueue), so
+// the e-mail worker's claim never walks past a backlog of webhooks; the Supersede index only rows
+// with a key (a code's e-mail), so the welcome e-mails and webhooks, most of the queue, cost it no
+// entry. A struct tag cannot name a constant: 'pending' and 'webhook' there must stay
+// OutboxPending and OutboxKindWebhook. (Databases made by earlier versions also have a sent_at
 // column, which nothing reads or writes any more.)
 type OutboxMessage struct {
 	ID            string     `gorm:"type:uuid;primaryKey"`
@@ -209,7 +211,7 @@ type OutboxMessage struct {
 	Payload       []byte     `gorm:"not null"`
 	Status        string     `gorm:"size:16;not null"`
 	Attempts      int        `gorm:"not null"`
-	NextAttemptAt time.Time  `gorm:"not null;index:idx_outbox_pending,where:status = 'pending'"`
+	NextAttemptAt time.Time  `gorm:"not null;index:idx_outbox_due_email,where:status = 'pending' AND kind <> 'webhook';index:idx_outbox_due_webhook,where:status = 'pending' AND kind = 'webhook'"`
 	LockedUntil   *time.Time ``
 	ExpiresAt     *time.Time ``
 	LastError     string     `gorm:"size:500;not null"`

@@ -18,9 +18,10 @@ import (
 // Outbox statuses. A message is pending until it is delivered, dropped or given up; delivered and
 // dropped messages are deleted, so the only other status is that of the record of a message given
 // up (versions before these deletions also kept delivered messages, as "sent", and the prune of
-// records removes those too). Queries on pending rows write the status as a literal (pendingSQL),
-// not a parameter, so that PostgreSQL's generic plans of prepared statements can use the partial
-// index on pending rows (OutboxMessage's idx_outbox_pending, whose tag writes the same literal).
+// records removes those too). Queries on pending rows write the status and their queue as
+// literals (pendingSQL, queueSQL), not parameters, so that PostgreSQL's generic plans of prepared
+// statements can use the partial indexes of each queue's pending rows (OutboxMessage's
+// idx_outbox_due_email and idx_outbox_due_webhook, whose tags write the same literals).
 const (
 	// OutboxPending is a message waiting for delivery, or being delivered under a lease.
 	OutboxPending = "pending"
@@ -77,14 +78,31 @@ func forgetGivenUp(tx *gorm.DB, recipients []string) error {
 // the rows this statement has already leased and picks limit more, so the claim took every due
 // message however small its limit. ARRAY(subquery) is an init plan, run once. SQLite runs the
 // uncorrelated subquery once anyway, and has no row locks to skip: its writers take turns.
+// Each queue has its claim, its queue written in as a literal: with a parameter a generic plan
+// could not use the queue's own index, and the e-mail claim would walk past every due webhook
+// (a dead receiver's backlog) to find the codes.
 const (
-	claimDue = `SELECT id FROM outbox WHERE ` + pendingSQL + ` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
-  AND (kind = '` + OutboxKindWebhook + `') = ? ORDER BY next_attempt_at LIMIT ?`
 	claimSet   = `UPDATE outbox SET locked_until = ?, attempts = attempts + 1`
 	claimAgain = ` AND ` + pendingSQL + ` AND (locked_until IS NULL OR locked_until <= ?)
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`
-	claimSQLite   = claimSet + ` WHERE id IN (` + claimDue + `)` + claimAgain
-	claimPostgres = claimSet + ` WHERE id = ANY(ARRAY(` + claimDue + ` FOR UPDATE SKIP LOCKED))` + claimAgain
+)
+
+// claimDue picks up to limit due messages of queue.
+func claimDue(queue OutboxQueue) string {
+	return `SELECT id FROM outbox WHERE ` + pendingSQL + ` AND ` + queue.sql() + ` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
+  ORDER BY next_attempt_at LIMIT ?`
+}
+
+// The claims, by database and queue.
+var (
+	claimSQLite = map[OutboxQueue]string{
+		EmailQueue:   claimSet + ` WHERE id IN (` + claimDue(EmailQueue) + `)` + claimAgain,
+		WebhookQueue: claimSet + ` WHERE id IN (` + claimDue(WebhookQueue) + `)` + claimAgain,
+	}
+	claimPostgres = map[OutboxQueue]string{
+		EmailQueue:   claimSet + ` WHERE id = ANY(ARRAY(` + claimDue(EmailQueue) + ` FOR UPDATE SKIP LOCKED))` + claimAgain,
+		WebhookQueue: claimSet + ` WHERE id = ANY(ARRAY(` + claimDue(WebhookQueue) + ` FOR UPDATE SKIP LOCKED))` + claimAgain,
+	}
 )
 
 // OutboxKindWebhook is the kind of an outbox row that delivers a webhook (one event to one
@@ -102,6 +120,31 @@ const (
 	WebhookQueue OutboxQueue = true
 )
 
+// OutboxQueues are both queues.
+var OutboxQueues = []OutboxQueue{EmailQueue, WebhookQueue}
+
+// The queues' conditions, as literals (the partial indexes' tags on OutboxMessage repeat them).
+const (
+	emailQueueSQL   = "kind <> '" + OutboxKindWebhook + "'"
+	webhookQueueSQL = "kind = '" + OutboxKindWebhook + "'"
+)
+
+// sql is the queue's condition on outbox rows.
+func (q OutboxQueue) sql() string {
+	if q == WebhookQueue {
+		return webhookQueueSQL
+	}
+	return emailQueueSQL
+}
+
+// String names the queue, for logs and metrics.
+func (q OutboxQueue) String() string {
+	if q == WebhookQueue {
+		return "webhook"
+	}
+	return "email"
+}
+
 // ClaimOutbox takes a lease until until on up to limit messages of queue due at now, the
 // earliest due first, with one conditional UPDATE, so that only one worker anywhere gets each,
 // and returns them with their attempts counted (the claim is one). A message is due when it is
@@ -110,12 +153,12 @@ const (
 // until fences workers off each other (mail's hold): it must be later than now, and a worker
 // finds it still holds a message while the message's locked_until is the until it set.
 func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int) ([]OutboxMessage, error) {
-	claim := claimSQLite
+	claim := claimSQLite[queue]
 	if s.postgres {
-		claim = claimPostgres
+		claim = claimPostgres[queue]
 	}
 	var batch []OutboxMessage
-	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, bool(queue), limit, now); err != nil {
+	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
 		return nil, fmt.Errorf("models: claiming e-mail: %w", err)
 	}
 	return batch, nil
@@ -201,27 +244,31 @@ func (s *Store) heldOutbox(ctx context.Context, id string, held time.Time) *gorm
 // CountDueOutbox counts the pending messages whose delivery is due at now, leased or not.
 func (s *Store) CountDueOutbox(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
-	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).
-		Where(pendingSQL+" AND next_attempt_at <= ?", now).Count(&n).Error
-	if err != nil {
-		return 0, fmt.Errorf("models: counting e-mail due: %w", err)
+	for _, q := range OutboxQueues {
+		var due int64
+		err := s.db.WithContext(ctx).Model(&OutboxMessage{}).
+			Where(pendingSQL+" AND "+q.sql()+" AND next_attempt_at <= ?", now).Count(&due).Error
+		if err != nil {
+			return 0, fmt.Errorf("models: counting e-mail due: %w", err)
+		}
+		n += due
 	}
 	return n, nil
 }
 
-// OutboxBacklog is what waits in the outbox: how many messages are pending, and when the oldest
-// of them was queued (zero when none is).
+// OutboxBacklog is what waits in one queue of the outbox: how many messages are pending, and
+// when the oldest of them was queued (zero when none is).
 type OutboxBacklog struct {
 	Pending int64
 	Oldest  time.Time
 }
 
-// Backlog reads the outbox's backlog, for the metrics: a count of the pending messages and the
-// oldest one's time, both over the pending messages only (the partial index idx_outbox_pending).
-// The time is read as a column, not as MIN(), which SQLite would answer as text.
-func (s *Store) Backlog(ctx context.Context) (OutboxBacklog, error) {
+// Backlog reports what waits in queue, over its pending messages only (its partial index).
+func (s *Store) Backlog(ctx context.Context, queue OutboxQueue) (OutboxBacklog, error) {
 	var b OutboxBacklog
-	pending := func() *gorm.DB { return s.db.WithContext(ctx).Model(&OutboxMessage{}).Where(pendingSQL) }
+	pending := func() *gorm.DB {
+		return s.db.WithContext(ctx).Model(&OutboxMessage{}).Where(pendingSQL + " AND " + queue.sql())
+	}
 	if err := pending().Count(&b.Pending).Error; err != nil {
 		return b, fmt.Errorf("models: counting the outbox backlog: %w", err)
 	}

@@ -24,7 +24,7 @@ import (
 // e-mails, addresses).
 
 // childOnly is a tracer provider whose spans exist only inside a trace already begun (a
-// request's): the outbox worker's polls and the jobs' statements, with no request around them,
+// request's): the outbox workers' polls and the jobs' statements, with no request around them,
 // would otherwise each start a trace of their own every few seconds.
 type childOnly struct{ trace.TracerProvider }
 

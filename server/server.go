@@ -343,8 +343,9 @@ func (s *Server) Drain() { s.draining.Store(true) }
 
 // Close stops the service in the order that loses nothing: the scheduled jobs are told to stop,
 // the listener stops taking requests and the in-flight ones finish (within ShutdownTimeout), the
-// outbox workers finish the messages they are sending, the jobs return, and then the shared rate
-// store and the database close. A shutdown that runs out of time is not an error: the requests
+// outbox workers stop (a delivery still in flight is cut off and goes out again later, from any
+// instance, once its lease runs out; those done are recorded first), the jobs return, and then the
+// shared rate store and the database close. A shutdown that runs out of time is not an error: the requests
 // still running are cut, as they would be by any stop.
 func (s *Server) Close() error {
 	s.mu.Lock()
