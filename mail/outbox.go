@@ -315,7 +315,15 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		wg.Wait()
 		// What was delivered is recorded even when the worker is being stopped (Close cancels
 		// ctx, and with it the sends still in flight): unrecorded, it would go out again once the
-		// lease ran out.
+		// lease ran out. A send the stop cut off is no failure: it is left to its lease, for any
+		// instance to deliver.
+		if ctx.Err() != nil {
+			for i := range outcomes {
+				if outcomes[i] == outcomeFailed && errors.Is(errs[i], context.Canceled) {
+					outcomes[i] = 0
+				}
+			}
+		}
 		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		err = o.record(recordCtx, batch, outcomes, errs, stopBeating())
 		cancel()

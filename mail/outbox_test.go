@@ -548,6 +548,32 @@ func TestOutbox_ADeliveryDuringTheStopIsRecorded(t *testing.T) {
 	})
 }
 
+// A send the stop cuts off is not a failed delivery: the message keeps its claim's lease, with no
+// error and no backoff recorded, for any instance to deliver once the lease runs out.
+func TestOutbox_ASendCutOffByTheStopIsLeftToItsLease(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		mailer := newGate()
+		o := f.instance(mailer)
+		f.enqueue(o, "a@example.com")
+		var id string
+		if err := f.db.Model(&models.OutboxMessage{}).Select("id").Take(&id).Error; err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan mail.DeliveryReport, 1)
+		go func() { r, _ := o.DeliverDue(ctx); done <- r }()
+		receive(t, mailer.entered, "the send to start")
+		claimed := f.state(id)
+		stop()
+		if r := <-done; r != (mail.DeliveryReport{}) {
+			t.Fatalf("the cut-off send was counted: %+v", r)
+		}
+		if after := f.state(id); after != claimed {
+			t.Fatalf("the cut-off send was recorded:\n  %s\nafter the claim it was\n  %s", after, claimed)
+		}
+	})
+}
+
 // A webhook receiver that does not answer holds back no e-mail: the webhooks have a worker of
 // their own, so a sign-in code queued while a webhook delivery hangs goes out at once. (One
 // worker for both used to claim the next batch only once the last one was delivered, so every
