@@ -66,6 +66,10 @@ const (
 	// pollInterval is how often each worker looks for due messages queued by other instances, or
 	// due for a retry, or queued without a kick (most webhooks), when nothing wakes it.
 	pollInterval = time.Second
+	// webhookIdlePoll is how often the webhook worker of an instance without WEBHOOK_URL looks
+	// at the queue: only to give up webhooks no instance delivered in their retry time (another
+	// instance's, or from before WEBHOOK_URL was removed), which is no hurry.
+	webhookIdlePoll = 10 * time.Minute
 	// recordTimeout bounds the recording of a batch's results, which goes on when the worker is
 	// stopped.
 	recordTimeout = 5 * time.Second
@@ -218,9 +222,13 @@ func (o *Outbox) Run(ctx context.Context) {
 }
 
 // work delivers the due messages of queue until ctx ends, waking when kicked and every
-// pollInterval.
+// pollInterval (webhookIdlePoll for webhooks on an instance without them).
 func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan struct{}) {
-	ticker := time.NewTicker(pollInterval)
+	poll := pollInterval
+	if queue == models.WebhookQueue && o.hooks == nil {
+		poll = webhookIdlePoll
+	}
+	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
 	for {
 		// A kick that came while the last pass was running asked for what the claim below will

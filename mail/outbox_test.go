@@ -623,6 +623,40 @@ func TestOutbox_ASlowWebhookReceiverHoldsBackNoEmail(t *testing.T) {
 	})
 }
 
+// In a fleet where some instances have WEBHOOK_URL and some not yet, one without it that claims a
+// webhook leaves it to its lease: no failure, no error, no backoff holding it from the instances
+// that can deliver it, which do as soon as the lease runs out.
+func TestOutbox_AnInstanceWithoutWebhooksLeavesThemToThoseWith(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		var delivered atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { delivered.Add(1) }))
+		defer srv.Close()
+		hooks, err := mail.NewWebhooks([]string{srv.URL}, "whsec_"+base64.StdEncoding.EncodeToString(make([]byte, 32)), f.clock.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		with, without := f.instance(newGate()), f.instance(newGate())
+		with.SetWebhooks(hooks)
+		row, err := with.PrepareWebhook(srv.URL, "msg_1", "user-1", []byte(`{}`), f.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.db.Create(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		if r, err := without.DeliverDue(context.Background()); err != nil || r != (mail.DeliveryReport{}) {
+			t.Fatalf("the instance without webhooks: %+v %v", r, err)
+		}
+		if state := f.state(row.ID); !strings.Contains(state, `last error ""`) {
+			t.Fatalf("recorded as a failure: %s", state)
+		}
+		f.clock.Advance(mail.Lease)
+		if r, err := with.DeliverDue(context.Background()); err != nil || r.Sent != 1 || delivered.Load() != 1 {
+			t.Fatalf("the instance with webhooks, once the lease ran out: %+v %v (%d delivered)", r, err, delivered.Load())
+		}
+	})
+}
+
 // A webhook queued by an instance with WEBHOOK_URL and left to one without it is retried for the
 // retry time every webhook has, then given up with a record: not retried for ever (review of
 // issue 17).

@@ -258,13 +258,14 @@ func (o *Outbox) openWebhooks(ctx context.Context, batch []models.OutboxMessage,
 func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage, p *webhookPayload) (outcome, error) {
 	if o.hooks == nil {
 		// Queued by an instance with WEBHOOK_URL, claimed by one without: another instance may
-		// still deliver it, within the retry time every webhook has, and no longer.
-		err := errors.New("webhooks are not configured on this instance")
+		// still deliver it, within the retry time every webhook has, and no longer. Until then it
+		// is left to its claim's lease, for an instance with WEBHOOK_URL to take: neither a failure
+		// nor a backoff that would hold it from them (this worker polls rarely: webhookIdlePoll).
 		if !o.clock().Before(row.CreatedAt.Add(WebhookRetry)) {
 			o.log.ErrorContext(ctx, "outbox: giving up on a webhook no instance with WEBHOOK_URL delivered in its retry time", "id", row.ID, "host", row.Recipient)
-			return outcomeAbandoned, err
+			return outcomeAbandoned, errors.New("webhooks are not configured on this instance")
 		}
-		return outcomeFailed, err
+		return 0, nil
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	err := o.hooks.deliver(sendCtx, p.Endpoint, p.ID, p.Body)
