@@ -38,6 +38,9 @@ type Store interface {
 	// RescheduleOutbox records a failed delivery to be retried at next, while the lease held is
 	// on the message.
 	RescheduleOutbox(ctx context.Context, id string, held, next time.Time, reason string) error
+	// GiveUpStaleWebhooks gives up, at at, the pending webhooks queued before cutoff that no
+	// worker holds.
+	GiveUpStaleWebhooks(ctx context.Context, cutoff, at time.Time, reason string) (int64, error)
 	// GiveUpOutbox turns a message into the record of one given up at at, while the lease held
 	// is on it.
 	GiveUpOutbox(ctx context.Context, id string, held, at time.Time, reason string) error
@@ -237,8 +240,8 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 		case <-kick:
 		default:
 		}
-		if _, err := o.deliverDue(ctx, queue); err != nil && ctx.Err() == nil {
-			o.log.ErrorContext(ctx, "outbox: delivering", "error", err)
+		if _, err := o.deliverDue(ctx, queue); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+			o.log.ErrorContext(ctx, "outbox: delivering", "queue", queue.String(), "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -293,6 +296,17 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 // queue costs a few statements per batch, not per message.
 func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (DeliveryReport, error) {
 	var report DeliveryReport
+	if queue == models.WebhookQueue && o.hooks == nil {
+		// Nothing to deliver here: the instances with WEBHOOK_URL deliver the webhooks. Claiming
+		// them would only hold them back (a lease and an attempt each); what is left is to give
+		// up those no instance delivered in their retry time.
+		n, err := o.store.GiveUpStaleWebhooks(ctx, o.clock().Add(-WebhookRetry), o.clock(), errNoWebhooks.Error())
+		if n > 0 {
+			o.log.ErrorContext(ctx, "outbox: gave up webhooks no instance with WEBHOOK_URL delivered in their retry time", "count", n)
+		}
+		report.Abandoned = int(n)
+		return report, err
+	}
 	for ctx.Err() == nil {
 		batch, held, err := o.claim(ctx, queue)
 		if err != nil {
@@ -301,7 +315,8 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		if len(batch) == 0 {
 			return report, nil
 		}
-		stopBeating := o.keepLeased(ctx, held)
+		// The lease is kept up until the results are recorded, also after a stop.
+		stopBeating := o.keepLeased(context.WithoutCancel(ctx), held)
 		full := len(batch) == batchSize
 		outcomes := make([]outcome, len(batch))
 		errs := make([]error, len(batch))
@@ -316,6 +331,9 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 				defer wg.Done()
 				defer func() { <-sem }()
 				for _, i := range lane {
+					if ctx.Err() != nil {
+						return // stopping: the rest is left to its lease
+					}
 					outcomes[i], errs[i] = o.send(ctx, batch[i], hooks[i])
 				}
 			}()
@@ -327,7 +345,8 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		// instance to deliver.
 		if ctx.Err() != nil {
 			for i := range outcomes {
-				if outcomes[i] == outcomeFailed && errors.Is(errs[i], context.Canceled) {
+				// A failure or a give-up (a message on its last attempt) the stop caused.
+				if (outcomes[i] == outcomeFailed || outcomes[i] == outcomeAbandoned) && errors.Is(errs[i], context.Canceled) {
 					outcomes[i] = 0
 				}
 			}
@@ -604,10 +623,21 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage, hook *webho
 // idempotency key for a retry after a lost answer, and once it is recorded nothing reads it.
 // A message given up keeps a record, for operators (GiveUpOutbox says what it keeps).
 func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
+	// What went out is recorded first: if recording runs out of time (a stop), it is what must
+	// not go out again.
 	var sent, dropped []string
 	for i, row := range batch {
 		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
 			sent = append(sent, row.ID)
+		}
+	}
+	if len(sent) > 0 {
+		if err := o.store.DeleteSentOutbox(ctx, sent); err != nil {
+			return err
+		}
+	}
+	for i, row := range batch {
+		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
 			continue
 		}
 		if !h.holds(row.ID) {
@@ -634,11 +664,6 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 	}
 	if len(dropped) > 0 {
 		if err := o.store.DropOutbox(ctx, dropped, h.until); err != nil {
-			return err
-		}
-	}
-	if len(sent) > 0 {
-		if err := o.store.DeleteSentOutbox(ctx, sent); err != nil {
 			return err
 		}
 	}

@@ -154,6 +154,10 @@ func EventBody(ev models.Event, at time.Time) ([]byte, error) {
 	}{ev.Type, at.UTC(), data})
 }
 
+// errNoWebhooks is why an instance without WEBHOOK_URL gives up the webhooks no instance with it
+// delivered in their retry time.
+var errNoWebhooks = errors.New("no instance with WEBHOOK_URL delivered it in its retry time")
+
 // errEndpointRemoved is why a delivery to an endpoint no longer configured is dropped.
 var errEndpointRemoved = errors.New("the endpoint is no longer in WEBHOOK_URL")
 
@@ -257,14 +261,8 @@ func (o *Outbox) openWebhooks(ctx context.Context, batch []models.OutboxMessage,
 // an endpoint taken out of WEBHOOK_URL is dropped.
 func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage, p *webhookPayload) (outcome, error) {
 	if o.hooks == nil {
-		// Queued by an instance with WEBHOOK_URL, claimed by one without: another instance may
-		// still deliver it, within the retry time every webhook has, and no longer. Until then it
-		// is left to its claim's lease, for an instance with WEBHOOK_URL to take: neither a failure
-		// nor a backoff that would hold it from them (this worker polls rarely: webhookIdlePoll).
-		if !o.clock().Before(row.CreatedAt.Add(WebhookRetry)) {
-			o.log.ErrorContext(ctx, "outbox: giving up on a webhook no instance with WEBHOOK_URL delivered in its retry time", "id", row.ID, "host", row.Recipient)
-			return outcomeAbandoned, errors.New("webhooks are not configured on this instance")
-		}
+		// deliverDue claims no webhook without WEBHOOK_URL (GiveUpStaleWebhooks instead); one
+		// handed here all the same is left to its lease, for an instance that has it.
 		return 0, nil
 	}
 	sendCtx, cancel := context.WithTimeout(ctx, webhookTimeout)

@@ -28,8 +28,9 @@ import (
 // Namespace prefixes every metric of the service's own.
 const Namespace = "codeauth"
 
-// backlogTimeout bounds the one query a scrape makes (the outbox backlog), so a slow database
-// cannot hold a scrape up; the other metrics are in memory.
+// backlogTimeout bounds the reads of each outbox queue's backlog (the only queries a scrape
+// makes: a count and the oldest), so a slow database cannot hold a scrape up; the other metrics
+// are in memory.
 const backlogTimeout = 2 * time.Second
 
 // requestBuckets are the request histogram's bounds, in seconds: a session check from the cookie
@@ -205,8 +206,6 @@ func (s *service) Collect(ch chan<- prometheus.Metric) {
 	counter(sessionsMade, st.SignIns)
 	counter(sessionsEnded, st.SessionsEnded)
 
-	ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
-	defer cancel()
 	for _, q := range models.OutboxQueues {
 		queue := q.String()
 		totals := s.src.Auth.Outbox().Totals(q)
@@ -215,7 +214,11 @@ func (s *service) Collect(ch chan<- prometheus.Metric) {
 		counter(deliveries, int64(totals.Abandoned), queue, "given_up")
 		counter(deliveries, int64(totals.Dropped), queue, "dropped")
 		counter(deliveries, int64(totals.Withheld), queue, "withheld")
+		// Each queue has its own time: a slow read of a long webhook backlog must not leave
+		// out the e-mail's.
+		ctx, cancel := context.WithTimeout(context.Background(), backlogTimeout)
 		b, err := s.src.Store.Backlog(ctx, q)
+		cancel()
 		if err != nil {
 			// Left out of this scrape: an alert on a missing series (absent()) sees it.
 			if now := time.Now().Unix(); now-s.warned.Load() >= 60 {

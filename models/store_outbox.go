@@ -19,7 +19,7 @@ import (
 // dropped messages are deleted, so the only other status is that of the record of a message given
 // up (versions before these deletions also kept delivered messages, as "sent", and the prune of
 // records removes those too). Queries on pending rows write the status and their queue as
-// literals (pendingSQL, queueSQL), not parameters, so that PostgreSQL's generic plans of prepared
+// literals (pendingSQL, emailQueueSQL, webhookQueueSQL), not parameters, so that PostgreSQL's generic plans of prepared
 // statements can use the partial indexes of each queue's pending rows (OutboxMessage's
 // idx_outbox_due_email and idx_outbox_due_webhook, whose tags write the same literals).
 const (
@@ -159,7 +159,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until t
 	}
 	var batch []OutboxMessage
 	if err := scanNow(s.db.WithContext(ctx), &batch, claim, until, now, now, limit, now); err != nil {
-		return nil, fmt.Errorf("models: claiming e-mail: %w", err)
+		return nil, fmt.Errorf("models: claiming the outbox's %s queue: %w", queue, err)
 	}
 	return batch, nil
 }
@@ -236,6 +236,21 @@ func (s *Store) GiveUpOutbox(ctx context.Context, id string, held, at time.Time,
 	return nil
 }
 
+// GiveUpStaleWebhooks turns into records of deliveries given up, at at, the pending webhooks
+// queued before cutoff that no worker holds: what an instance without WEBHOOK_URL does with the
+// webhooks no instance delivered in their retry time, without claiming (and so holding back)
+// any younger one. It returns how many it gave up.
+func (s *Store) GiveUpStaleWebhooks(ctx context.Context, cutoff, at time.Time, reason string) (int64, error) {
+	res := s.db.WithContext(ctx).Model(&OutboxMessage{}).
+		Where(pendingSQL+" AND "+webhookQueueSQL+" AND created_at < ? AND (locked_until IS NULL OR locked_until <= ?)", cutoff, at).
+		Updates(map[string]any{"status": OutboxAbandoned, "payload": []byte{}, "supersede": "",
+			"locked_until": nil, "last_error": lastError(reason), "given_up_at": at})
+	if res.Error != nil {
+		return 0, fmt.Errorf("models: giving up stale webhooks: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
 // heldOutbox selects the message id while it is pending under the lease held.
 func (s *Store) heldOutbox(ctx context.Context, id string, held time.Time) *gorm.DB {
 	return s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("id = ? AND status = ? AND locked_until = ?", id, OutboxPending, held)
@@ -249,7 +264,7 @@ func (s *Store) CountDueOutbox(ctx context.Context, now time.Time) (int64, error
 		err := s.db.WithContext(ctx).Model(&OutboxMessage{}).
 			Where(pendingSQL+" AND "+q.sql()+" AND next_attempt_at <= ?", now).Count(&due).Error
 		if err != nil {
-			return 0, fmt.Errorf("models: counting e-mail due: %w", err)
+			return 0, fmt.Errorf("models: counting the outbox's messages due: %w", err)
 		}
 		n += due
 	}

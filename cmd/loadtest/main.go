@@ -12,8 +12,8 @@
 // (and so reads its console and its memory); otherwise it targets -url and reads codes from
 // -console.
 //
-// The started server gets only PATH, HOME, TMPDIR and the PG* variables of this tool's
-// environment, and -env: what is measured does not depend on the caller's GOGC, GOMEMLIMIT or
+// The started server gets only PATH, HOME, TMPDIR and libpq's password and TLS variables of
+// this tool's environment, and -env: what is measured does not depend on the caller's GOGC, GOMEMLIMIT or
 // OTEL_* variables. In flow mode
 // it also gets every optional feature a sign-up touches switched on (see featureEnv): webhooks to
 // a receiver this tool serves, the sign-in link in the code's e-mail, the new-device check and the
@@ -349,14 +349,14 @@ func (c *client) signIn(email string, codes *codeBook) (session, error) {
 }
 
 // baseEnv is what the started server gets of this tool's environment: enough to run a program
-// (a wrapper script included) and to reach the database as psql does (libpq's PG* variables,
-// which pgx reads too: a password, TLS files), nothing that changes what is measured.
+// (a wrapper script included) and to authenticate to the database as psql does (libpq's password
+// and TLS variables, which pgx reads too), nothing that changes what is measured (not PGOPTIONS,
+// PGTZ and the like).
 func baseEnv() []string {
 	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "PATH" || name == "HOME" || name == "TMPDIR" || strings.HasPrefix(name, "PG") {
-			env = append(env, kv)
+	for _, name := range []string{"PATH", "HOME", "TMPDIR", "PGPASSWORD", "PGPASSFILE", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
 		}
 	}
 	return env
