@@ -305,6 +305,7 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 			o.log.ErrorContext(ctx, "outbox: gave up webhooks no instance with WEBHOOK_URL delivered in their retry time", "count", n)
 		}
 		report.Abandoned = int(n)
+		o.count(queue, report)
 		return report, err
 	}
 	for ctx.Err() == nil {
@@ -362,14 +363,7 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 			pass.count(oc)
 		}
 		report.add(pass)
-		o.totals.Lock()
-		if o.totals.byQueue == nil {
-			o.totals.byQueue = map[models.OutboxQueue]DeliveryReport{}
-		}
-		t := o.totals.byQueue[queue]
-		t.add(pass)
-		o.totals.byQueue[queue] = t
-		o.totals.Unlock()
+		o.count(queue, pass)
 		if !full {
 			// A short batch took every message that was due when it was claimed, but those
 			// another worker holds; what was queued since was kicked, or waits for the next
@@ -378,6 +372,18 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		}
 	}
 	return report, ctx.Err()
+}
+
+// count adds what a pass over queue did to the totals (Totals).
+func (o *Outbox) count(queue models.OutboxQueue, pass DeliveryReport) {
+	o.totals.Lock()
+	defer o.totals.Unlock()
+	if o.totals.byQueue == nil {
+		o.totals.byQueue = map[models.OutboxQueue]DeliveryReport{}
+	}
+	t := o.totals.byQueue[queue]
+	t.add(pass)
+	o.totals.byQueue[queue] = t
 }
 
 // lanes splits the messages of batch still to send (no outcome yet) into lanes, each sent in
