@@ -278,7 +278,9 @@ type OutboxBacklog struct {
 	Oldest  time.Time
 }
 
-// Backlog reports what waits in queue, over its pending messages only (its partial index).
+// Backlog reports what waits in queue, for the metrics: a count of its pending messages and the
+// oldest one's time, both over its pending messages only (its partial index). The time is read
+// as a column, not as MIN(), which SQLite would answer as text.
 func (s *Store) Backlog(ctx context.Context, queue OutboxQueue) (OutboxBacklog, error) {
 	var b OutboxBacklog
 	pending := func() *gorm.DB {
