@@ -300,7 +300,7 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		// Nothing to deliver here: the instances with WEBHOOK_URL deliver the webhooks. Claiming
 		// them would only hold them back (a lease and an attempt each); what is left is to give
 		// up those no instance delivered in their retry time.
-		n, err := o.store.GiveUpStaleWebhooks(ctx, o.clock().Add(-WebhookRetry), o.clock(), errNoWebhooks.Error())
+		n, err := o.store.GiveUpStaleWebhooks(ctx, o.clock().Add(-WebhookRetry), o.clock(), noWebhooksReason)
 		if n > 0 {
 			o.log.ErrorContext(ctx, "outbox: gave up webhooks no instance with WEBHOOK_URL delivered in their retry time", "count", n)
 		}
@@ -393,8 +393,8 @@ func (o *Outbox) count(queue models.OutboxQueue, pass DeliveryReport) {
 // were made (while it answers: a delivery retried later arrives after the ones that succeeded
 // meanwhile), and of different accounts' changes at once: one lane per endpoint would let a
 // receiver 50 ms away take 20 events a second from an instance, however many it had to send.
-// Rows queued before lanes per account, and those an instance without webhooks claimed, share
-// one lane per endpoint's host.
+// Rows queued before lanes per account (no account in their payload) share one lane per
+// endpoint.
 func lanes(batch []models.OutboxMessage, hooks []*webhookPayload, outcomes []outcome) [][]int {
 	var out [][]int
 	byKey := map[string]int{}
@@ -406,10 +406,7 @@ func lanes(batch []models.OutboxMessage, hooks []*webhookPayload, outcomes []out
 			out = append(out, []int{i})
 			continue
 		}
-		key := row.Recipient
-		if hooks[i] != nil {
-			key = hooks[i].Endpoint + "\x00" + hooks[i].Account
-		}
+		key := hooks[i].Endpoint + "\x00" + hooks[i].Account
 		lane, ok := byKey[key]
 		if !ok {
 			lane = len(out)

@@ -154,9 +154,9 @@ func EventBody(ev models.Event, at time.Time) ([]byte, error) {
 	}{ev.Type, at.UTC(), data})
 }
 
-// errNoWebhooks is why an instance without WEBHOOK_URL gives up the webhooks no instance with it
-// delivered in their retry time.
-var errNoWebhooks = errors.New("no instance with WEBHOOK_URL delivered it in its retry time")
+// noWebhooksReason is the record of a webhook an instance without WEBHOOK_URL gave up: no instance
+// with it delivered it in its retry time.
+const noWebhooksReason = "no instance with WEBHOOK_URL delivered it in its retry time"
 
 // errEndpointRemoved is why a delivery to an endpoint no longer configured is dropped.
 var errEndpointRemoved = errors.New("the endpoint is no longer in WEBHOOK_URL")
@@ -235,12 +235,9 @@ func (o *Outbox) SetWebhooks(w *Webhooks) { o.hooks = w }
 
 // openWebhooks opens the payloads of the batch's webhook rows still to send, for their lanes and
 // their delivery; a row that cannot be opened is given up here (no retry can change a payload).
-// On an instance without webhooks nothing is opened: sendWebhook decides what becomes of them.
+// Only an instance with webhooks has webhook rows in a batch (deliverDue claims none without).
 func (o *Outbox) openWebhooks(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error) []*webhookPayload {
 	hooks := make([]*webhookPayload, len(batch))
-	if o.hooks == nil {
-		return hooks
-	}
 	for i, row := range batch {
 		if outcomes[i] != 0 || row.Kind != string(KindWebhook) {
 			continue
@@ -260,11 +257,6 @@ func (o *Outbox) openWebhooks(ctx context.Context, batch []models.OutboxMessage,
 // is retried (WebhookBackoff) until WebhookRetry after the event, then given up; a delivery to
 // an endpoint taken out of WEBHOOK_URL is dropped.
 func (o *Outbox) sendWebhook(ctx context.Context, row models.OutboxMessage, p *webhookPayload) (outcome, error) {
-	if o.hooks == nil {
-		// deliverDue claims no webhook without WEBHOOK_URL (GiveUpStaleWebhooks instead); one
-		// handed here all the same is left to its lease, for an instance that has it.
-		return 0, nil
-	}
 	sendCtx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	err := o.hooks.deliver(sendCtx, p.Endpoint, p.ID, p.Body)
 	cancel()
