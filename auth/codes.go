@@ -100,7 +100,6 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale, browser 
 	} else {
 		s.stats.codesIssued.Add(1)
 	}
-	s.outbox.Kick()
 	return nil
 }
 

@@ -65,7 +65,6 @@ func (s *Service) DeleteAccount(ctx context.Context, st *SessionState) (time.Tim
 		return time.Time{}, err
 	}
 	s.revokeLocally(revoked)
-	s.outbox.Kick()
 	s.log.InfoContext(ctx, "account deleted, restorable until purge", "user_id", userID, "purge_at", purgeAt)
 	s.record(ctx, AuditDeletionRequested, userID, userID, map[string]any{"purge_at": purgeAt, "sessions_ended": len(revoked)})
 	return purgeAt, nil

@@ -105,7 +105,6 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 		return err
 	}
 	s.stats.codesIssued.Add(1)
-	s.outbox.Kick()
 	// Recorded whether or not the address is taken, so the work done does not tell.
 	s.record(ctx, AuditEmailChangeRequested, user.ID, user.ID, map[string]any{"to": maskEmail(email), "by": "code"})
 	return nil
@@ -168,7 +167,6 @@ func (s *Service) RequestEmailChangeLink(ctx context.Context, st *SessionState, 
 	if err := s.store.ReplaceCode(ctx, v, m); err != nil {
 		return err
 	}
-	s.outbox.Kick()
 	s.record(ctx, AuditEmailChangeRequested, user.ID, user.ID, map[string]any{"to": maskEmail(email), "by": "link"})
 	return nil
 }
@@ -263,7 +261,6 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 		return models.User{}, err
 	}
 	s.revokeLocally(revoked)
-	s.outbox.Kick()
 	s.log.InfoContext(ctx, "e-mail address changed", "user_id", userID, "sessions_ended", len(revoked))
 	s.record(ctx, AuditEmailChanged, userID, userID, map[string]any{"from": maskEmail(oldEmail), "to": maskEmail(newEmail),
 		"sessions_ended": len(revoked)})

@@ -33,6 +33,9 @@ type Store interface {
 	mail.Store
 	// SetEventSink has the store's transactions hand their lifecycle events to the webhooks.
 	SetEventSink(sink models.EventSink)
+	// SetOutboxHandoff has the store's transactions hand what they queue to the outbox's
+	// workers once they commit.
+	SetOutboxHandoff(h models.OutboxHandoff)
 }
 
 // Options are the dependencies and settings of a Service.
@@ -210,6 +213,9 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.outbox = outbox
+	// What a transaction queues goes straight to the worker after the commit (mail.Outbox's
+	// Handoff): no Kick, and no claim, is needed.
+	opts.Store.SetOutboxHandoff(outbox)
 	if opts.Webhooks != nil {
 		s.hooks = opts.Webhooks
 		outbox.SetWebhooks(opts.Webhooks)

@@ -149,7 +149,6 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if res.Created {
 		s.stats.signUps.Add(1)
 		s.log.InfoContext(ctx, "account created", "user_id", res.User.ID)
-		s.outbox.Kick()
 	}
 	return res, nil
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"codeauth/models"
@@ -33,6 +34,9 @@ type Store interface {
 	ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error)
 	// DeleteSentOutbox deletes messages delivered.
 	DeleteSentOutbox(ctx context.Context, ids []string) error
+	// ReleaseOutbox ends the lease held on messages handed to a worker that stops before it
+	// sent them, taking back the attempt it counted.
+	ReleaseOutbox(ctx context.Context, ids []string, held time.Time) error
 	// DropOutbox deletes messages no longer worth sending, while the lease held is on them.
 	DropOutbox(ctx context.Context, ids []string, held time.Time) error
 	// RescheduleOutbox records a failed delivery to be retried at next, while the lease held is
@@ -78,10 +82,13 @@ const (
 	recordTimeout = 5 * time.Second
 	// batchSize is how many messages one claim takes.
 	batchSize = 50
-	// kickLinger is how long a worker waits after being woken before it claims, so that the
-	// messages of a busy moment share one claim and one record instead of a pair each. It is
-	// added once to the delivery time of a message queued while the worker was idle.
+	// kickLinger is how long a worker waits after being woken before it delivers, so that the
+	// messages of a busy moment share one batch, and one record of its results, instead of one
+	// each. It is added once to the delivery time of a message queued while the worker was idle.
 	kickLinger = 5 * time.Millisecond
+	// maxHanded is how many messages of a queue may wait in this process for its worker
+	// (HandoffLease); past it, new ones are queued unleased, for a claim.
+	maxHanded = 1000
 )
 
 // Backoff is the wait before delivery attempt n+1 after n failures: 10 s, 20 s, 40 s … up to
@@ -118,6 +125,16 @@ type Outbox struct {
 		sync.Mutex
 		byQueue map[models.OutboxQueue]DeliveryReport
 	}
+	// running is set while Run runs: only then are messages handed to the workers.
+	running atomic.Bool
+	// handed is what waits in this process for each queue's worker (Handoff), oldest first.
+	handed struct {
+		sync.Mutex
+		byQueue map[models.OutboxQueue][]models.OutboxMessage
+	}
+	// claimWanted asks a queue's worker for a claim at its next pass: messages were queued
+	// unleased (Kick, or a hand-off refused).
+	claimWanted map[models.OutboxQueue]*atomic.Bool
 }
 
 // Totals counts what this outbox's deliveries of the queues given (all when none is) have done
@@ -154,7 +171,10 @@ func NewOutbox(store Store, mailer Mailer, compose Composer, key []byte, refused
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), kickHooks: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}, nil
+	o := &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), kickHooks: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}
+	o.claimWanted = map[models.OutboxQueue]*atomic.Bool{models.EmailQueue: {}, models.WebhookQueue: {}}
+	o.handed.byQueue = map[models.OutboxQueue][]models.OutboxMessage{}
+	return o, nil
 }
 
 func (o *Outbox) clock() time.Time { return o.now().UTC().Truncate(time.Microsecond) }
@@ -177,8 +197,9 @@ type EnqueueOptions struct {
 
 // Prepare seals d and returns the row that queues it, due now, for the store to write in the
 // transaction of the change that causes it, so an e-mail exists exactly when that change commits
-// (and, with opts.Supersede, replaces the pending messages of its key there); call Kick after
-// the commit to deliver at once. The draft is stored sealed, and rendered when it is delivered.
+// (and, with opts.Supersede, replaces the pending messages of its key there); the store hands it
+// to the worker after the commit (Handoff). The draft is stored sealed, and rendered when it is
+// delivered.
 func (o *Outbox) Prepare(d Draft, opts EnqueueOptions) (models.OutboxMessage, error) {
 	now := o.clock()
 	id := newRowID()
@@ -192,13 +213,110 @@ func (o *Outbox) Prepare(d Draft, opts EnqueueOptions) (models.OutboxMessage, er
 	}, nil
 }
 
-// Kick wakes the workers to deliver what was just queued: the webhook queue's only when this
-// instance delivers webhooks (without them it has nothing to send, and an empty claim per kick
-// would be wasted).
+// Kick wakes the workers to claim what was queued without a hand-off (written by hand): the
+// webhook queue's only when this instance delivers webhooks (without them it has nothing to
+// send, and an empty claim per kick would be wasted).
 func (o *Outbox) Kick() {
+	o.claimWanted[models.EmailQueue].Store(true)
 	wake(o.kick)
 	if o.hooks != nil {
+		o.claimWanted[models.WebhookQueue].Store(true)
 		wake(o.kickHooks)
+	}
+}
+
+// kickOf is the channel that wakes queue's worker.
+func (o *Outbox) kickOf(queue models.OutboxQueue) chan struct{} {
+	if queue == models.WebhookQueue {
+		return o.kickHooks
+	}
+	return o.kick
+}
+
+// HandoffLease is models.OutboxHandoff's: while the workers run, a message queued now is leased to
+// this process's worker of its queue, for lease, unless maxHanded wait for it already. Webhooks
+// are leased only on an instance that delivers them.
+func (o *Outbox) HandoffLease(queue models.OutboxQueue) (time.Time, bool) {
+	if !o.running.Load() || (queue == models.WebhookQueue && o.hooks == nil) {
+		return time.Time{}, false
+	}
+	o.handed.Lock()
+	waiting := len(o.handed.byQueue[queue])
+	o.handed.Unlock()
+	if waiting >= maxHanded {
+		return time.Time{}, false
+	}
+	return o.clock().Add(lease), true
+}
+
+// Handoff is models.OutboxHandoff's: the messages a transaction queued, once it committed. Those
+// it leased to this process wait for their worker, which is woken; for the others, a claim is
+// asked for. Messages handed after the workers stopped are released at once, for any instance.
+func (o *Outbox) Handoff(rows []models.OutboxMessage) {
+	o.handed.Lock()
+	var late []models.OutboxMessage
+	for _, row := range rows {
+		q := row.Queue()
+		switch {
+		case q == models.WebhookQueue && o.hooks == nil:
+			continue // the instances with WEBHOOK_URL claim it
+		case row.LockedUntil == nil:
+			o.claimWanted[q].Store(true)
+		case !o.running.Load():
+			late = append(late, row)
+		default:
+			o.handed.byQueue[q] = append(o.handed.byQueue[q], row)
+		}
+		wake(o.kickOf(q))
+	}
+	o.handed.Unlock()
+	if len(late) > 0 {
+		o.release(context.Background(), late)
+	}
+}
+
+// takeHanded takes up to batchSize of the messages handed to queue's worker, oldest first, and the
+// lease it holds on them. A message with less than half its lease left (a worker far behind) is
+// left to that lease: once it runs out, any worker claims it, without racing this one.
+func (o *Outbox) takeHanded(queue models.OutboxQueue) ([]models.OutboxMessage, hold) {
+	now := o.clock()
+	o.handed.Lock()
+	defer o.handed.Unlock()
+	waiting := o.handed.byQueue[queue]
+	if len(waiting) == 0 {
+		return nil, hold{}
+	}
+	var batch []models.OutboxMessage
+	h := hold{until: map[string]time.Time{}}
+	taken := 0
+	for _, row := range waiting {
+		if len(batch) == batchSize {
+			break
+		}
+		taken++
+		if row.LockedUntil.Sub(now) < lease/2 {
+			continue
+		}
+		batch = append(batch, row)
+		h.until[row.ID] = *row.LockedUntil
+	}
+	o.handed.byQueue[queue] = slices.Delete(waiting, 0, taken)
+	return batch, h
+}
+
+// release leaves rows, handed to this process's workers and not sent, to any worker
+// (ReleaseOutbox), so that another instance delivers them without waiting for their lease.
+func (o *Outbox) release(ctx context.Context, rows []models.OutboxMessage) {
+	h := hold{until: map[string]time.Time{}}
+	for _, row := range rows {
+		h.until[row.ID] = *row.LockedUntil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	for held, ids := range h.byLease() {
+		if err := o.store.ReleaseOutbox(ctx, ids, held); err != nil {
+			o.log.WarnContext(ctx, "outbox: releasing messages handed to a worker that stopped; their lease will run out", "count", len(ids), "error", err)
+		}
 	}
 }
 
@@ -211,8 +329,23 @@ func wake(kick chan struct{}) {
 }
 
 // Run delivers due messages until ctx ends, with a worker for each queue (models.OutboxQueue),
-// each waking when kicked and every pollInterval.
+// each delivering what is handed to it (Handoff) as it comes, and claiming the rest when kicked
+// and every pollInterval. When it ends, what was handed and not sent is released.
 func (o *Outbox) Run(ctx context.Context) {
+	o.running.Store(true)
+	defer func() {
+		o.running.Store(false)
+		o.handed.Lock()
+		var left []models.OutboxMessage
+		for q, rows := range o.handed.byQueue {
+			left = append(left, rows...)
+			o.handed.byQueue[q] = nil
+		}
+		o.handed.Unlock()
+		if len(left) > 0 {
+			o.release(ctx, left)
+		}
+	}()
 	var wg sync.WaitGroup
 	for queue, kick := range map[models.OutboxQueue]chan struct{}{models.EmailQueue: o.kick, models.WebhookQueue: o.kickHooks} {
 		wg.Add(1)
@@ -233,16 +366,24 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 	}
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
+	claim := true // the first pass claims what waits from before the start
 	for {
-		// A kick that came while the last pass was running asked for what the claim below will
-		// see anyway: forget it, so it does not cost an empty claim afterwards.
+		// A kick that came while the last pass was running asked for what the pass below will
+		// see anyway: forget it, so it does not cost an empty pass afterwards.
 		select {
 		case <-kick:
 		default:
 		}
-		if _, err := o.deliverDue(ctx, queue); err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+		_, err := o.deliverHanded(ctx, queue)
+		if o.claimWanted[queue].Swap(false) || claim {
+			if _, cerr := o.deliverDue(ctx, queue); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
 			o.log.ErrorContext(ctx, "outbox: delivering", "queue", queue.String(), "error", err)
 		}
+		claim = false
 		select {
 		case <-ctx.Done():
 			return
@@ -253,6 +394,7 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 			case <-time.After(kickLinger):
 			}
 		case <-ticker.C:
+			claim = true
 		}
 	}
 }
@@ -316,62 +458,89 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 		if len(batch) == 0 {
 			return report, nil
 		}
-		// The lease is kept up until the results are recorded, also after a stop.
-		stopBeating := o.keepLeased(context.WithoutCancel(ctx), held)
-		full := len(batch) == batchSize
-		outcomes := make([]outcome, len(batch))
-		errs := make([]error, len(batch))
-		dropSuperseded(batch, outcomes, errs)
-		hooks := o.openWebhooks(ctx, batch, outcomes, errs)
-		sem := make(chan struct{}, sendParallelism)
-		var wg sync.WaitGroup
-		for _, lane := range lanes(batch, hooks, outcomes) {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				for _, i := range lane {
-					if ctx.Err() != nil {
-						return // stopping: the rest is left to its lease
-					}
-					outcomes[i], errs[i] = o.send(ctx, batch[i], hooks[i])
-				}
-			}()
-		}
-		wg.Wait()
-		// What was delivered is recorded even when the worker is being stopped (Close cancels
-		// ctx, and with it the sends still in flight): unrecorded, it would go out again once the
-		// lease ran out. A send the stop cut off is no failure: it is left to its lease, for any
-		// instance to deliver.
-		if ctx.Err() != nil {
-			for i := range outcomes {
-				// A failure or a give-up (a message on its last attempt) the stop caused.
-				if (outcomes[i] == outcomeFailed || outcomes[i] == outcomeAbandoned) && errors.Is(errs[i], context.Canceled) {
-					outcomes[i] = 0
-				}
-			}
-		}
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		err = o.record(recordCtx, batch, outcomes, errs, stopBeating())
-		cancel()
+		pass, err := o.deliverBatch(ctx, queue, batch, held)
+		report.add(pass)
 		if err != nil {
 			return report, err
 		}
-		var pass DeliveryReport
-		for _, oc := range outcomes {
-			pass.count(oc)
-		}
-		report.add(pass)
-		o.count(queue, pass)
-		if !full {
+		if len(batch) < batchSize {
 			// A short batch took every message that was due when it was claimed, but those
-			// another worker holds; what was queued since was kicked, or waits for the next
+			// another worker holds; what was queued since was handed over, or waits for the next
 			// poll (pollInterval).
 			return report, nil
 		}
 	}
 	return report, ctx.Err()
+}
+
+// deliverHanded delivers what was handed to queue's worker (Handoff), a batch at a time, and
+// reports what happened.
+func (o *Outbox) deliverHanded(ctx context.Context, queue models.OutboxQueue) (DeliveryReport, error) {
+	var report DeliveryReport
+	for ctx.Err() == nil {
+		batch, held := o.takeHanded(queue)
+		if len(batch) == 0 {
+			return report, nil
+		}
+		pass, err := o.deliverBatch(ctx, queue, batch, held)
+		report.add(pass)
+		if err != nil {
+			return report, err
+		}
+	}
+	return report, ctx.Err()
+}
+
+// deliverBatch delivers batch, held under the lease held, and records the results: the messages
+// are sent in parallel (lanes), the lease kept up meanwhile, and the results written together.
+func (o *Outbox) deliverBatch(ctx context.Context, queue models.OutboxQueue, batch []models.OutboxMessage, held hold) (DeliveryReport, error) {
+	// The lease is kept up until the results are recorded, also after a stop.
+	stopBeating := o.keepLeased(context.WithoutCancel(ctx), held)
+	outcomes := make([]outcome, len(batch))
+	errs := make([]error, len(batch))
+	dropSuperseded(batch, outcomes, errs)
+	hooks := o.openWebhooks(ctx, batch, outcomes, errs)
+	sem := make(chan struct{}, sendParallelism)
+	var wg sync.WaitGroup
+	for _, lane := range lanes(batch, hooks, outcomes) {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, i := range lane {
+				if ctx.Err() != nil {
+					return // stopping: the rest is left to its lease
+				}
+				outcomes[i], errs[i] = o.send(ctx, batch[i], hooks[i])
+			}
+		}()
+	}
+	wg.Wait()
+	// What was delivered is recorded even when the worker is being stopped (Close cancels
+	// ctx, and with it the sends still in flight): unrecorded, it would go out again once the
+	// lease ran out. A send the stop cut off is no failure: it is left to its lease, for any
+	// instance to deliver.
+	if ctx.Err() != nil {
+		for i := range outcomes {
+			// A failure or a give-up (a message on its last attempt) the stop caused.
+			if (outcomes[i] == outcomeFailed || outcomes[i] == outcomeAbandoned) && errors.Is(errs[i], context.Canceled) {
+				outcomes[i] = 0
+			}
+		}
+	}
+	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	err := o.record(recordCtx, batch, outcomes, errs, stopBeating())
+	cancel()
+	if err != nil {
+		return DeliveryReport{}, err
+	}
+	var pass DeliveryReport
+	for _, oc := range outcomes {
+		pass.count(oc)
+	}
+	o.count(queue, pass)
+	return pass, nil
 }
 
 // count adds what a pass over queue did to the totals (Totals).
@@ -451,7 +620,10 @@ var errSuperseded = errors.New("superseded")
 
 // dropSuperseded marks every message of batch that a newer message of the same batch supersedes
 // as dropped, so that of several codes for one address claimed together only the live one is
-// sent, and the last code a person receives is always the one that works.
+// sent, and the last code a person receives is always the one that works. Of two queued at the
+// same instant, the later in the batch is the newer: a hand-off's batch is in the order the
+// transactions committed. (The messages of a hand-off are leased from the start, so the
+// database's superseding, which spares messages under a lease, leaves them to this.)
 func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []error) {
 	newest := map[string]int{}
 	for i, row := range batch {
@@ -462,7 +634,7 @@ func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []err
 		switch {
 		case !seen:
 			newest[row.Supersede] = i
-		case row.CreatedAt.After(batch[j].CreatedAt):
+		case !row.CreatedAt.Before(batch[j].CreatedAt):
 			outcomes[j], errs[j] = outcomeDropped, errSuperseded
 			newest[row.Supersede] = i
 		default:
@@ -487,27 +659,41 @@ const (
 	outcomeWithheld
 )
 
-// hold is a worker's lease on the messages of a batch it claimed: the locked_until it set on them
-// and the ids of those it still holds. The value fences workers off each other: a claim takes only
-// messages whose lease ended by its now, and sets now+lease, later than any lease the message had
-// before. So a worker that finds its own value on a message it holds still holds it, and one
+// hold is a worker's lease on the messages of a batch it claimed or was handed: for each message
+// it still holds, the locked_until it set on it (the same for a whole claim; a hand-off's
+// messages each carry their own). The value fences workers off each other: a claim takes only
+// messages whose lease ended by its now, and sets now+lease, later than any lease the message
+// had before. So a worker that finds its own value on a message it holds still holds it, and one
 // whose lease ran out while it was paused (and the message was claimed again) finds another value
 // there and leaves the message to its new holder. A heartbeat keeps only the ids it extended: the
 // value it sets may equal one a new holder set at the same instant on a message it lost. (Times
 // are stored to the microsecond on both databases, as clock gives them, so they compare exactly.)
 type hold struct {
-	until time.Time
-	ids   []string
+	until map[string]time.Time
 }
 
-// holds reports whether h still holds the message id.
-func (h hold) holds(id string) bool {
-	for _, held := range h.ids {
-		if held == id {
-			return true
-		}
+// holding is the hold on ids, all until until.
+func holding(ids []string, until time.Time) hold {
+	h := hold{until: make(map[string]time.Time, len(ids))}
+	for _, id := range ids {
+		h.until[id] = until
 	}
-	return false
+	return h
+}
+
+// holds reports whether h still holds the message id, and until when.
+func (h hold) holds(id string) (time.Time, bool) {
+	until, ok := h.until[id]
+	return until, ok
+}
+
+// byLease groups the messages h holds by their lease, for the statements that name one.
+func (h hold) byLease() map[time.Time][]string {
+	out := map[time.Time][]string{}
+	for id, until := range h.until {
+		out[until] = append(out[until], id)
+	}
+	return out
 }
 
 // claim takes a lease on up to batchSize due messages with one statement (ClaimOutbox), so that
@@ -518,11 +704,11 @@ func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.
 	if err != nil {
 		return nil, hold{}, err
 	}
-	h := hold{until: now.Add(lease), ids: make([]string, len(batch))}
+	ids := make([]string, len(batch))
 	for i, row := range batch {
-		h.ids[i] = row.ID
+		ids[i] = row.ID
 	}
-	return batch, h, nil
+	return batch, holding(ids, now.Add(lease)), nil
 }
 
 // keepLeased extends the lease h every beat while the batch is delivered, until the returned
@@ -557,18 +743,24 @@ func (o *Outbox) keepLeased(ctx context.Context, h hold) (stop func() hold) {
 // lease held afterwards. When it cannot reach the database the lease stays as it was, to be
 // extended at the next beat if it has not run out by then.
 func (o *Outbox) extend(ctx context.Context, h hold) hold {
-	if len(h.ids) == 0 {
-		return h
-	}
 	until := o.clock().Add(lease)
-	kept, err := o.store.ExtendOutboxLease(ctx, h.ids, h.until, until)
-	if err != nil {
-		if ctx.Err() == nil {
-			o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
+	next := hold{until: make(map[string]time.Time, len(h.until))}
+	for held, ids := range h.byLease() {
+		kept, err := o.store.ExtendOutboxLease(ctx, ids, held, until)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
+			}
+			for _, id := range ids {
+				next.until[id] = held
+			}
+			continue
 		}
-		return h
+		for _, id := range kept {
+			next.until[id] = until
+		}
 	}
-	return hold{until: until, ids: kept}
+	return next
 }
 
 // newRowID is the id of a new outbox row.
@@ -628,7 +820,7 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage, hook *webho
 func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
 	// What went out is recorded first: if recording runs out of time (a stop), it is what must
 	// not go out again.
-	var sent, dropped []string
+	var sent []string
 	for i, row := range batch {
 		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
 			sent = append(sent, row.ID)
@@ -639,19 +831,21 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 			return err
 		}
 	}
+	dropped := hold{until: map[string]time.Time{}}
 	for i, row := range batch {
 		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
 			continue
 		}
-		if !h.holds(row.ID) {
+		held, ok := h.holds(row.ID)
+		if !ok {
 			o.log.WarnContext(ctx, "outbox: the lease of a message ran out while it was being delivered; another worker has it", "kind", row.Kind, "id", row.ID)
 			continue
 		}
 		switch outcomes[i] {
 		case outcomeDropped:
-			dropped = append(dropped, row.ID)
+			dropped.until[row.ID] = held
 		case outcomeAbandoned:
-			if err := o.store.GiveUpOutbox(ctx, row.ID, h.until, o.clock(), errs[i].Error()); err != nil {
+			if err := o.store.GiveUpOutbox(ctx, row.ID, held, o.clock(), errs[i].Error()); err != nil {
 				return err
 			}
 		case outcomeFailed:
@@ -660,13 +854,13 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 				wait = WebhookBackoff(row.Attempts)
 			}
 			next := o.clock().Add(wait)
-			if err := o.store.RescheduleOutbox(ctx, row.ID, h.until, next, errs[i].Error()); err != nil {
+			if err := o.store.RescheduleOutbox(ctx, row.ID, held, next, errs[i].Error()); err != nil {
 				return err
 			}
 		}
 	}
-	if len(dropped) > 0 {
-		if err := o.store.DropOutbox(ctx, dropped, h.until); err != nil {
+	for held, ids := range dropped.byLease() {
+		if err := o.store.DropOutbox(ctx, ids, held); err != nil {
 			return err
 		}
 	}

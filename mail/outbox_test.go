@@ -69,10 +69,16 @@ func (f *fleet) open(opts models.Options) *gorm.DB {
 	return db
 }
 
-// instance starts an outbox on the fleet's database that delivers through m. On PostgreSQL it has
-// a connection pool of its own, like another process; SQLite serves one process, so there the
-// instances share its connection.
+// instance starts an outbox on the fleet's database that delivers through m (on a store of its
+// own: newStore).
 func (f *fleet) instance(m mail.Mailer) *mail.Outbox {
+	f.t.Helper()
+	return f.outbox(f.newStore(), m)
+}
+
+// newStore opens a store on the fleet's database. On PostgreSQL it has a connection pool of its
+// own, like another process; SQLite serves one process, so there the stores share its connection.
+func (f *fleet) newStore() *models.Store {
 	f.t.Helper()
 	db := f.db
 	if f.url != "" {
@@ -82,6 +88,12 @@ func (f *fleet) instance(m mail.Mailer) *mail.Outbox {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	return store
+}
+
+// outbox is an outbox on store that delivers through m.
+func (f *fleet) outbox(store mail.Store, m mail.Mailer) *mail.Outbox {
+	f.t.Helper()
 	o, err := mail.NewOutbox(store, m, composer, make([]byte, 32), time.Hour, f.clock.Now, slog.New(slog.NewTextHandler(f.logs, nil)))
 	if err != nil {
 		f.t.Fatal(err)

@@ -100,8 +100,24 @@ func (s *Store) emitting(ctx context.Context, fn func(db *gorm.DB) error) error 
 }
 
 // transaction runs fn in a transaction (inTransaction) and, with an event sink, writes the
-// events fn noted, as the sink's outbox rows, before the commit.
+// events fn noted, as the sink's outbox rows, before the commit. With an outbox hand-off, the
+// outbox messages it queued are handed over after the commit.
 func (s *Store) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if s.handoff == nil {
+		return s.withEvents(ctx, fn)
+	}
+	q := &queued{handoff: s.handoff}
+	if err := s.withEvents(context.WithValue(ctx, queuedKey{}, q), fn); err != nil {
+		return err
+	}
+	if len(q.rows) > 0 {
+		s.handoff.Handoff(q.rows)
+	}
+	return nil
+}
+
+// withEvents is transaction without the hand-off.
+func (s *Store) withEvents(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	if s.sink == nil {
 		return inTransaction(ctx, s.db, fn)
 	}

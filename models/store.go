@@ -27,6 +27,9 @@ type Store struct {
 	sessionQueries atomic.Int64
 	// sink receives the lifecycle events of every transaction (SetEventSink); nil: none.
 	sink EventSink
+	// handoff takes the outbox messages of every transaction once it commits
+	// (SetOutboxHandoff); nil: none.
+	handoff OutboxHandoff
 }
 
 // OpenStore opens the database opts chooses (Open), brings its schema up to date (Migrate) and

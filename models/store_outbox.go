@@ -31,13 +31,62 @@ const (
 	pendingSQL = "status = '" + OutboxPending + "'"
 )
 
+// OutboxHandoff takes the messages a transaction queues straight to a worker of this process once
+// the transaction commits (mail.Outbox), so that delivering them costs no claim: each is written
+// already leased to that worker, its one attempt counted, as a claim would have left it. A
+// message whose worker goes away before it is delivered (a crash) is claimed by any worker once
+// its lease runs out, as one claimed would be.
+type OutboxHandoff interface {
+	// HandoffLease returns the lease a message of queue queued now is to carry: until when the
+	// worker holds it. ok false (the worker does not run, or has enough waiting) queues it
+	// unleased, for any worker's claim.
+	HandoffLease(queue OutboxQueue) (until time.Time, ok bool)
+	// Handoff is given, once the transaction committed, every message it queued: those with a
+	// lease (LockedUntil) are the worker's to deliver; the others wait for a claim.
+	Handoff(rows []OutboxMessage)
+}
+
+// SetOutboxHandoff has every transaction of the store hand the outbox messages it queues to h
+// once it commits; set it before the store is used.
+func (s *Store) SetOutboxHandoff(h OutboxHandoff) { s.handoff = h }
+
+// queued is the outbox messages one transaction queued, for the hand-off after its commit.
+type queued struct {
+	handoff OutboxHandoff
+	rows    []OutboxMessage
+}
+
+type queuedKey struct{}
+
+// queuedIn is what the transaction tx runs in queued; nil without a hand-off.
+func queuedIn(tx *gorm.DB) *queued {
+	if tx.Statement == nil || tx.Statement.Context == nil {
+		return nil
+	}
+	q, _ := tx.Statement.Context.Value(queuedKey{}).(*queued)
+	return q
+}
+
+// Queue is the queue of the message: webhooks have theirs, every other kind is an e-mail.
+func (m OutboxMessage) Queue() OutboxQueue {
+	return OutboxQueue(m.Kind == OutboxKindWebhook)
+}
+
 // enqueueOutbox writes row inside tx, for delivery once tx commits. A row with a Supersede key
 // first deletes the pending messages queued with the same key: a new code replaces the old one
 // in the queue as it does in the database. row.CreatedAt is the enqueue's now. The statements go
 // with execLater, so in a pipelined transaction they cost no round trip of their own; on
 // PostgreSQL the delete is a data-modifying WITH of the insert, one statement instead of two (it
-// works on the snapshot taken before the insert, so it never sees the row being queued).
+// works on the snapshot taken before the insert, so it never sees the row being queued). With a
+// hand-off (SetOutboxHandoff) the row is written leased to this process's worker when it takes
+// it, and handed to it after the commit.
 func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
+	q := queuedIn(tx)
+	if q != nil {
+		if until, ok := q.handoff.HandoffLease(row.Queue()); ok {
+			row.LockedUntil, row.Attempts = &until, 1
+		}
+	}
 	var with string
 	var withArgs []any
 	if row.Supersede != "" {
@@ -50,6 +99,9 @@ func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
 	}
 	if err := insertWithLater(tx, with, withArgs, row, ""); err != nil {
 		return fmt.Errorf("models: queueing e-mail: %w", err)
+	}
+	if q != nil {
+		q.rows = append(q.rows, *row)
 	}
 	return nil
 }
@@ -175,6 +227,17 @@ func (s *Store) ExtendOutboxLease(ctx context.Context, ids []string, held, until
 		return nil, fmt.Errorf("models: extending the lease on e-mail: %w", err)
 	}
 	return kept, nil
+}
+
+// ReleaseOutbox leaves the messages ids held until held, handed to a worker that stops before it
+// sent them, to any worker: their lease ends, and the attempt it counted is taken back.
+func (s *Store) ReleaseOutbox(ctx context.Context, ids []string, held time.Time) error {
+	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("id IN ? AND status = ? AND locked_until = ?", ids, OutboxPending, held).
+		Updates(map[string]any{"locked_until": nil, "attempts": gorm.Expr("attempts - 1")}).Error
+	if err != nil {
+		return fmt.Errorf("models: releasing e-mail: %w", err)
+	}
+	return nil
 }
 
 // The results of a delivery. A message sent is deleted whether or not its lease still holds: it
