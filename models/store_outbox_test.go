@@ -486,3 +486,97 @@ func TestForgetGivenUp_DeletesOnlyTheRecipientsRecords(t *testing.T) {
 		expectOutbox(t, s, pendingA, otherRecord)
 	})
 }
+
+// The outbox is a queue, nearly empty whenever VACUUM measures it. Measured so, PostgreSQL plans
+// its statements with sequential scans, and prepared statements keep those plans while the table
+// fills with dead rows: every delivery's DELETE read the whole table. The worker's claims and
+// records, and a code's superseding, find their rows through the indexes whatever the statistics
+// say (outboxPlansSQL). SQLite has no such statistics.
+func TestOutbox_StatementsUseIndexesOnATableMeasuredEmpty(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, another func() *Store) {
+		if !s.postgres {
+			t.Skip("SQLite plans from its indexes, not from measured statistics")
+		}
+		ctx := context.Background()
+		if err := s.db.Exec("VACUUM ANALYZE outbox").Error; err != nil {
+			t.Fatal(err)
+		}
+		scans := func() (seq, idx int64) {
+			t.Helper()
+			var row struct{ Seq, Idx int64 }
+			if err := s.db.Exec("SELECT pg_stat_clear_snapshot()").Error; err != nil {
+				t.Fatal(err)
+			}
+			if err := s.db.Raw("SELECT seq_scan AS seq, COALESCE(idx_scan, 0) AS idx FROM pg_stat_user_tables WHERE relname = 'outbox'").Scan(&row).Error; err != nil {
+				t.Fatal(err)
+			}
+			return row.Seq, row.Idx
+		}
+		seqBefore, idxBefore := scans()
+		// More rounds than PostgreSQL plans a prepared statement afresh before it may keep a
+		// generic plan (five), on a store whose connections end with it, flushing their counts.
+		w := another()
+		const rounds = 8
+		for i := range rounds {
+			putOutbox(t, w, pendingMessage(outboxNow))
+			batch, err := w.ClaimOutbox(ctx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10)
+			if err != nil || len(batch) != 1 {
+				t.Fatalf("claimed %d, %v", len(batch), err)
+			}
+			if err := w.DeleteSentOutbox(ctx, outboxIDs(batch)); err != nil {
+				t.Fatal(err)
+			}
+			code := Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: "a@example.com", Email: "a@example.com", CodeHash: fmt.Sprint(i),
+				ExpiresAt: outboxNow.Add(time.Hour), CreatedAt: outboxNow}
+			m := pendingMessage(outboxNow.Add(time.Hour)) // not due: the claims leave it
+			m.Supersede = "sign-in-code:a@example.com"
+			if err := w.ReplaceCode(ctx, code, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if sqlDB, err := w.db.DB(); err == nil {
+			sqlDB.Close()
+		}
+		var seq, idx int64
+		for stop := time.Now().Add(deadlock); ; time.Sleep(10 * time.Millisecond) {
+			// A backend's counts reach the table when its connection closes, soon after.
+			if seq, idx = scans(); idx-idxBefore >= 3*rounds || time.Now().After(stop) {
+				break
+			}
+		}
+		if seq != seqBefore || idx-idxBefore < 3*rounds {
+			t.Fatalf("outbox: %d sequential scans and %d index scans in %d rounds; want none and at least %d", seq-seqBefore, idx-idxBefore, rounds, 3*rounds)
+		}
+	})
+}
+
+// The worker's claims and records commit without waiting for the disk (a crash at worst sends a
+// message again, under the same id); what a request commits still waits.
+func TestOutbox_OnlyTheWorkersCommitsSkipTheFlush(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		if !s.postgres {
+			t.Skip("SQLite has no such setting")
+		}
+		setting := func(run func(ctx context.Context, fn func(tx *gorm.DB) error) error) string {
+			t.Helper()
+			var got []struct{ Value string }
+			err := run(context.Background(), func(tx *gorm.DB) error {
+				return scanLater(tx, &got, "SELECT current_setting('synchronous_commit') AS value")
+			})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("%v, %v", got, err)
+			}
+			return got[0].Value
+		}
+		if got := setting(s.bookkeeping); got != "off" {
+			t.Fatalf("the worker's transactions: synchronous_commit %s", got)
+		}
+		var server string
+		if err := s.db.Raw("SHOW synchronous_commit").Scan(&server).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got := setting(s.transaction); got != server {
+			t.Fatalf("a request's transaction: synchronous_commit %s; want the server's %s", got, server)
+		}
+	})
+}
