@@ -163,41 +163,87 @@ func TestOutbox_AStopReleasesWhatWasHandedAndNotSent(t *testing.T) {
 	})
 }
 
-// Of two codes for one address handed together (queued at the same instant by the clock), only
-// the later one goes out: the database's superseding spares messages under a lease, so the batch
-// has to.
-func TestOutbox_OfTwoCodesHandedTogetherOnlyTheLaterGoesOut(t *testing.T) {
+// A message that replaces others (a code's e-mail) is not handed over: leased from the start, it
+// could not be replaced in its turn, and a code superseded while it waited would go out after
+// the live one. It is claimed, and a newer code deletes it while it waits.
+func TestOutbox_AMessageThatSupersedesIsNotHanded(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		store := f.newStore()
 		mailer := newGate()
 		o := f.outbox(store, mailer)
 		store.SetOutboxHandoff(o)
-		// Both are queued before the worker runs, leased, and handed at its start.
-		rows := make([]models.OutboxMessage, 2)
-		for i := range rows {
-			d, err := composer.SignInCode("alice@example.com", []string{"111111", "222222"}[i], 5*time.Minute)
+		f.run(o)
+		f.queueCode(store, o, "carol@example.com") // keeps the worker busy
+		receive(t, mailer.entered, "the first message to be sent")
+
+		queue := func(code string) string {
+			d, err := composer.SignInCode("alice@example.com", code, 5*time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rows[i], err = o.Prepare(d, mail.EnqueueOptions{Supersede: "sign-in-code:alice@example.com"}); err != nil {
+			row, err := o.Prepare(d, mail.EnqueueOptions{Supersede: "sign-in-code:alice@example.com"})
+			if err != nil {
 				t.Fatal(err)
 			}
-			until := f.clock.Now().UTC().Add(10 * time.Second)
-			rows[i].LockedUntil, rows[i].Attempts = &until, 1
-			if err := f.db.Create(&rows[i]).Error; err != nil {
+			now := f.clock.Now().UTC()
+			v := models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: "alice@example.com", Email: "alice@example.com",
+				CodeHash: code, ExpiresAt: now.Add(5 * time.Minute), CreatedAt: now}
+			if err := store.ReplaceCode(context.Background(), v, row); err != nil {
 				t.Fatal(err)
 			}
+			return row.ID
 		}
-		f.run(o)
-		o.Handoff(rows)
-		m := receive(t, mailer.entered, "the live code to be sent")
-		if m.Code != "222222" {
-			t.Fatalf("sent code %q; want the later one", m.Code)
+		old := queue("111111")
+		if s := f.state(old); !strings.Contains(s, "attempts 0, leased until none") {
+			t.Fatalf("a code's e-mail queued while the worker runs: %s; want it unleased", s)
+		}
+		live := queue("222222")
+		if s := f.state(old); s != "gone" {
+			t.Fatalf("the replaced code's e-mail: %s; want it gone", s)
 		}
 		mailer.release <- nil
-		f.waitFor("both messages to be settled", func() bool { return f.state(rows[0].ID) == "gone" && f.state(rows[1].ID) == "gone" })
-		if sent := mailer.Sent(); len(sent) != 1 {
-			t.Fatalf("sent %d messages", len(sent))
+		m := receive(t, mailer.entered, "the live code's e-mail to be sent")
+		if m.Code != "222222" {
+			t.Fatalf("sent code %q", m.Code)
 		}
+		mailer.release <- nil
+		f.waitFor("the live code's e-mail to be recorded", func() bool { return f.state(live) == "gone" })
+	})
+}
+
+// A handed message may be taken with half its lease gone (its worker was behind): its first
+// heartbeat then comes at once, not a beat later, so that one failed beat still leaves a second
+// before the lease ends, as for a claimed message.
+func TestOutbox_AHandedMessageTakenLateIsExtendedAtOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		store := f.newStore()
+		mailer := newGate()
+		o := f.outbox(store, mailer)
+		o.SetHeartbeat(4 * time.Second) // less than the half lease gone, in real time
+		store.SetOutboxHandoff(o)
+		f.run(o)
+		d, err := composer.Welcome("alice@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		row, err := o.Prepare(d, mail.EnqueueOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := f.clock.Now().UTC().Add(mail.Lease / 2)
+		row.LockedUntil, row.Attempts = &half, 1
+		if err := f.db.Create(&row).Error; err != nil {
+			t.Fatal(err)
+		}
+		o.Handoff([]models.OutboxMessage{row})
+		receive(t, mailer.entered, "the message to be sent")
+		want := f.clock.Now().UTC().Add(mail.Lease)
+		for stop := time.Now().Add(2 * time.Second); !f.lockedUntil(row.ID).Equal(want); time.Sleep(time.Millisecond) {
+			if time.Now().After(stop) {
+				t.Fatalf("the lease still ends at %s, 2 s after the message was taken; want it extended at once", f.lockedUntil(row.ID))
+			}
+		}
+		mailer.release <- nil
+		f.waitFor("the message to be recorded", func() bool { return f.state(row.ID) == "gone" })
 	})
 }

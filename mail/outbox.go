@@ -102,8 +102,11 @@ func Backoff(attempts int) time.Duration {
 // PrepareWebhook returns) is written in the caller's transaction, so it exists exactly when the
 // change that causes it commits; a worker (one for e-mail, one for webhooks: models.OutboxQueue)
 // delivers it afterwards, retrying with exponential backoff, so the HTTP answer never waits on
-// the provider and a provider outage loses nothing. Deliveries are claimed with an atomic lease,
-// so any number of instances can run workers on one database without sending a message twice.
+// the provider and a provider outage loses nothing. Every delivery is under an atomic lease, so
+// any number of instances can run workers on one database without sending a message twice: a
+// message is written leased to the worker of the process that queued it and handed to it after
+// the commit (Handoff), or claimed (a retry, a message that supersedes others, one of an instance
+// that died).
 type Outbox struct {
 	store   Store
 	mailer  Mailer
@@ -233,9 +236,14 @@ func (o *Outbox) kickOf(queue models.OutboxQueue) chan struct{} {
 	return o.kick
 }
 
+// handoffGrain is what the leases of handed messages are rounded down to, so that the messages of
+// a busy moment share one lease, and a heartbeat or a release of them is one statement, not one
+// each. The fence holds (see hold): a claim still sets a later lease than any a message had.
+const handoffGrain = 100 * time.Millisecond
+
 // HandoffLease is models.OutboxHandoff's: while the workers run, a message queued now is leased to
-// this process's worker of its queue, for lease, unless maxHanded wait for it already. Webhooks
-// are leased only on an instance that delivers them.
+// this process's worker of its queue, for lease (less than handoffGrain), unless maxHanded wait
+// for it already. Webhooks are leased only on an instance that delivers them.
 func (o *Outbox) HandoffLease(queue models.OutboxQueue) (time.Time, bool) {
 	if !o.running.Load() || (queue == models.WebhookQueue && o.hooks == nil) {
 		return time.Time{}, false
@@ -246,7 +254,7 @@ func (o *Outbox) HandoffLease(queue models.OutboxQueue) (time.Time, bool) {
 	if waiting >= maxHanded {
 		return time.Time{}, false
 	}
-	return o.clock().Add(lease), true
+	return o.clock().Add(lease).Truncate(handoffGrain), true
 }
 
 // Handoff is models.OutboxHandoff's: the messages a transaction queued, once it committed. Those
@@ -620,10 +628,8 @@ var errSuperseded = errors.New("superseded")
 
 // dropSuperseded marks every message of batch that a newer message of the same batch supersedes
 // as dropped, so that of several codes for one address claimed together only the live one is
-// sent, and the last code a person receives is always the one that works. Of two queued at the
-// same instant, the later in the batch is the newer: a hand-off's batch is in the order the
-// transactions committed. (The messages of a hand-off are leased from the start, so the
-// database's superseding, which spares messages under a lease, leaves them to this.)
+// sent, and the last code a person receives is always the one that works. (Messages that
+// supersede are never handed over, models.enqueueOutbox: they are claimed.)
 func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []error) {
 	newest := map[string]int{}
 	for i, row := range batch {
@@ -634,7 +640,7 @@ func dropSuperseded(batch []models.OutboxMessage, outcomes []outcome, errs []err
 		switch {
 		case !seen:
 			newest[row.Supersede] = i
-		case !row.CreatedAt.Before(batch[j].CreatedAt):
+		case row.CreatedAt.After(batch[j].CreatedAt):
 			outcomes[j], errs[j] = outcomeDropped, errSuperseded
 			newest[row.Supersede] = i
 		default:
@@ -713,14 +719,22 @@ func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.
 
 // keepLeased extends the lease h every beat while the batch is delivered, until the returned
 // function is called, which returns the lease as it then stands. A batch delivered within a beat
-// costs a timer that never fires; a longer one, one UPDATE per beat.
+// costs a timer that never fires; a longer one, one UPDATE per beat (per lease it holds). The
+// first beat comes as early as the lease of h that began earliest is old (a handed message may be
+// taken with half its lease gone): then as many beats fit before that lease ends as before a
+// claimed one's, and one failed beat never loses a message.
 func (o *Outbox) keepLeased(ctx context.Context, h hold) (stop func() hold) {
 	var mu sync.Mutex
 	stopped := false
 	var timer *time.Timer
+	first := o.beat
+	for _, until := range h.until {
+		age := lease - until.Sub(o.clock())
+		first = min(first, max(0, o.beat-age))
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	timer = time.AfterFunc(o.beat, func() {
+	timer = time.AfterFunc(first, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {

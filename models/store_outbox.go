@@ -79,10 +79,13 @@ func (m OutboxMessage) Queue() OutboxQueue {
 // PostgreSQL the delete is a data-modifying WITH of the insert, one statement instead of two (it
 // works on the snapshot taken before the insert, so it never sees the row being queued). With a
 // hand-off (SetOutboxHandoff) the row is written leased to this process's worker when it takes
-// it, and handed to it after the commit.
+// it, and handed to it after the commit; but a row with a Supersede key never is: leased from the
+// start, it could not be superseded by the next one's DELETE, and a code replaced while it waited
+// in memory (or on another instance) would go out after the live one. Such rows are claimed, and
+// the claim reads what is still queued.
 func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
 	q := queuedIn(tx)
-	if q != nil {
+	if q != nil && row.Supersede == "" {
 		if until, ok := q.handoff.HandoffLease(row.Queue()); ok {
 			row.LockedUntil, row.Attempts = &until, 1
 		}
@@ -109,7 +112,8 @@ func enqueueOutbox(tx *gorm.DB, row *OutboxMessage) error {
 	return nil
 }
 
-// outboxPlansSQL has the statements after it in its transaction, on PostgreSQL, find outbox rows
+// outboxPlansSQL has the statements after it in its transaction (the rest of a request's, after a
+// code's e-mail: writes of single rows by their keys), on PostgreSQL, find outbox rows
 // through the outbox's indexes, not with sequential or bitmap scans of the table, whatever its
 // statistics say. The outbox is a queue: nearly empty whenever VACUUM or ANALYZE measures it,
 // and filling with dead rows until the next. PostgreSQL plans a table measured at no pages with
@@ -265,19 +269,50 @@ func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until t
 // lease ran out and was claimed again carries another lease, and stays its new holder's.
 func (s *Store) ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error) {
 	var kept []string
-	err := s.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
-		until, ids, held).Scan(&kept).Error
+	var err error
+	if s.postgres {
+		var rows []struct{ ID string }
+		err = s.bookkeeping(ctx, func(tx *gorm.DB) error {
+			return scanLater(tx, &rows, extendOutboxSQL, until, idArray(ids), held)
+		})
+		for _, r := range rows {
+			kept = append(kept, r.ID)
+		}
+	} else {
+		err = s.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
+			until, ids, held).Scan(&kept).Error
+	}
 	if err != nil {
 		return nil, fmt.Errorf("models: extending the lease on e-mail: %w", err)
 	}
 	return kept, nil
 }
 
+// The worker's statements on messages it holds, on PostgreSQL (the ids are one idArray).
+const (
+	extendOutboxSQL  = `UPDATE outbox SET locked_until = ? WHERE id = ANY(CAST(? AS uuid[])) AND ` + pendingSQL + ` AND locked_until = ? RETURNING id`
+	releaseOutboxSQL = `UPDATE outbox SET locked_until = NULL, attempts = attempts - 1 WHERE id = ANY(CAST(? AS uuid[])) AND ` + pendingSQL + ` AND locked_until = ?`
+	dropOutboxSQL    = `DELETE FROM outbox WHERE id = ANY(CAST(? AS uuid[])) AND ` + pendingSQL + ` AND locked_until = ?`
+	deleteSentSQL    = `DELETE FROM outbox WHERE id = ANY(CAST(? AS uuid[]))`
+)
+
+// idArray is ids as one PostgreSQL uuid[] parameter (CAST(? AS uuid[])): an IN list is a
+// different statement for every number of ids, each prepared and planned on every connection
+// before its plan is cached.
+func idArray(ids []string) string { return "{" + strings.Join(ids, ",") + "}" }
+
 // ReleaseOutbox leaves the messages ids held until held, handed to a worker that stops before it
 // sent them, to any worker: their lease ends, and the attempt it counted is taken back.
 func (s *Store) ReleaseOutbox(ctx context.Context, ids []string, held time.Time) error {
-	err := s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("id IN ? AND status = ? AND locked_until = ?", ids, OutboxPending, held).
-		Updates(map[string]any{"locked_until": nil, "attempts": gorm.Expr("attempts - 1")}).Error
+	var err error
+	if s.postgres {
+		err = s.bookkeeping(ctx, func(tx *gorm.DB) error {
+			return execLater(tx, releaseOutboxSQL, idArray(ids), held)
+		})
+	} else {
+		err = s.db.WithContext(ctx).Model(&OutboxMessage{}).Where("id IN ? AND status = ? AND locked_until = ?", ids, OutboxPending, held).
+			Updates(map[string]any{"locked_until": nil, "attempts": gorm.Expr("attempts - 1")}).Error
+	}
 	if err != nil {
 		return fmt.Errorf("models: releasing e-mail: %w", err)
 	}
@@ -293,13 +328,12 @@ func (s *Store) ReleaseOutbox(ctx context.Context, ids []string, held time.Time)
 // it is recorded its id is the provider's idempotency key for a retry after a lost answer, and
 // once it is recorded nothing reads it.
 //
-// On PostgreSQL the ids go as one array parameter: an IN list is a different statement for every
-// number of ids, each prepared and planned on every connection before its plan is cached.
+// On PostgreSQL the ids go as one array parameter (idArray), under outboxBookkeepingSQL.
 func (s *Store) DeleteSentOutbox(ctx context.Context, ids []string) error {
 	var err error
 	if s.postgres {
 		err = s.bookkeeping(ctx, func(tx *gorm.DB) error {
-			return execLater(tx, "DELETE FROM outbox WHERE id = ANY(CAST(? AS uuid[]))", "{"+strings.Join(ids, ",")+"}")
+			return execLater(tx, deleteSentSQL, idArray(ids))
 		})
 	} else {
 		err = s.db.WithContext(ctx).Where("id IN ?", ids).Delete(&OutboxMessage{}).Error
@@ -313,8 +347,15 @@ func (s *Store) DeleteSentOutbox(ctx context.Context, ids []string) error {
 // DropOutbox deletes the messages ids held until held, no longer worth sending (replaced by a
 // newer code, or expired): nobody needs to know of them, so they go without a trace.
 func (s *Store) DropOutbox(ctx context.Context, ids []string, held time.Time) error {
-	if err := s.db.WithContext(ctx).Where("id IN ? AND status = ? AND locked_until = ?", ids, OutboxPending, held).
-		Delete(&OutboxMessage{}).Error; err != nil {
+	var err error
+	if s.postgres {
+		err = s.bookkeeping(ctx, func(tx *gorm.DB) error {
+			return execLater(tx, dropOutboxSQL, idArray(ids), held)
+		})
+	} else {
+		err = s.db.WithContext(ctx).Where("id IN ? AND status = ? AND locked_until = ?", ids, OutboxPending, held).Delete(&OutboxMessage{}).Error
+	}
+	if err != nil {
 		return fmt.Errorf("models: dropping e-mail: %w", err)
 	}
 	return nil
