@@ -13,36 +13,39 @@ import (
 	"github.com/google/uuid"
 )
 
-// queueCode stores a sign-in code for to and queues its e-mail through store, in one transaction
-// of the store (as a send does), and returns the message's id.
-func (f *fleet) queueCode(store *models.Store, o *mail.Outbox, to string) string {
+// queueCode stores the sign-in code code for to and queues its e-mail through store, in one
+// transaction of the store (as a send does), and returns the message's id. With supersede the
+// e-mail replaces those queued under that key, as a code's does.
+func (f *fleet) queueCode(store *models.Store, o *mail.Outbox, to, code, supersede string) string {
 	f.t.Helper()
-	d, err := composer.SignInCode(to, "123456", 5*time.Minute)
+	d, err := composer.SignInCode(to, code, 5*time.Minute)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	row, err := o.Prepare(d, mail.EnqueueOptions{})
+	row, err := o.Prepare(d, mail.EnqueueOptions{Supersede: supersede})
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	now := f.clock.Now().UTC()
-	v := models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: to, Email: to, CodeHash: "h", ExpiresAt: now.Add(5 * time.Minute), CreatedAt: now}
+	v := models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: to, Email: to, CodeHash: code, ExpiresAt: now.Add(5 * time.Minute), CreatedAt: now}
 	if err := store.ReplaceCode(context.Background(), v, row); err != nil {
 		f.t.Fatal(err)
 	}
 	return row.ID
 }
 
-// run runs o's workers until the test ends, and returns once they run.
-func (f *fleet) run(o *mail.Outbox) {
+// run runs o's workers until the test ends or stop is called, and returns once they run.
+func (f *fleet) run(o *mail.Outbox) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	f.t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	f.t.Cleanup(stop)
 	f.waitFor("the workers to run", func() bool {
 		_, running := o.HandoffLease(models.EmailQueue)
 		return running
 	})
+	return stop
 }
 
 // A message a transaction queues while the worker runs is written leased to it, its attempt
@@ -57,7 +60,7 @@ func TestOutbox_AHandedMessageGoesWithoutAClaim(t *testing.T) {
 		store.SetOutboxHandoff(o)
 		f.run(o)
 
-		id := f.queueCode(store, o, "alice@example.com")
+		id := f.queueCode(store, o, "alice@example.com", "123456", "")
 		m := receive(t, mailer.entered, "the handed message to be sent")
 		if m.To != "alice@example.com" {
 			t.Fatalf("sent to %q", m.To)
@@ -79,7 +82,7 @@ func TestOutbox_WithoutAWorkerNothingIsHanded(t *testing.T) {
 		got := testkit.NewMemory()
 		o := f.outbox(store, got)
 		store.SetOutboxHandoff(o)
-		id := f.queueCode(store, o, "alice@example.com")
+		id := f.queueCode(store, o, "alice@example.com", "123456", "")
 		if s := f.state(id); !strings.Contains(s, "attempts 0, leased until none") {
 			t.Fatalf("queued without a worker: %s; want it unleased", s)
 		}
@@ -103,7 +106,7 @@ func TestOutbox_AMessageHandedToACrashedInstanceIsClaimedAfterItsLease(t *testin
 		crashed := f.outbox(store, testkit.NewMemory())
 		store.SetOutboxHandoff(droppingHandoff{crashed})
 		f.run(crashed) // leases are granted only while the workers run
-		id := f.queueCode(store, crashed, "alice@example.com")
+		id := f.queueCode(store, crashed, "alice@example.com", "123456", "")
 		if s := f.state(id); !strings.Contains(s, "attempts 1") {
 			t.Fatalf("queued: %s; want it leased", s)
 		}
@@ -133,20 +136,11 @@ func TestOutbox_AStopReleasesWhatWasHandedAndNotSent(t *testing.T) {
 		mailer := newGate()
 		o := f.outbox(store, mailer)
 		store.SetOutboxHandoff(o)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { o.Run(ctx); close(done) }()
-		defer func() { cancel(); <-done }()
-		f.waitFor("the workers to run", func() bool {
-			_, running := o.HandoffLease(models.EmailQueue)
-			return running
-		})
-
-		sending := f.queueCode(store, o, "alice@example.com")
+		stop := f.run(o)
+		sending := f.queueCode(store, o, "alice@example.com", "123456", "")
 		receive(t, mailer.entered, "the first message to be sent")
-		waiting := f.queueCode(store, o, "bob@example.com") // the worker is busy: it waits
-		cancel()
-		<-done
+		waiting := f.queueCode(store, o, "bob@example.com", "123456", "") // the worker is busy: it waits
+		stop()
 		if s := f.state(waiting); !strings.Contains(s, "attempts 0, leased until none") {
 			t.Fatalf("the message waiting at the stop: %s; want it released", s)
 		}
@@ -173,25 +167,11 @@ func TestOutbox_AMessageThatSupersedesIsNotHanded(t *testing.T) {
 		o := f.outbox(store, mailer)
 		store.SetOutboxHandoff(o)
 		f.run(o)
-		f.queueCode(store, o, "carol@example.com") // keeps the worker busy
+		f.queueCode(store, o, "carol@example.com", "123456", "") // keeps the worker busy
 		receive(t, mailer.entered, "the first message to be sent")
 
 		queue := func(code string) string {
-			d, err := composer.SignInCode("alice@example.com", code, 5*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			row, err := o.Prepare(d, mail.EnqueueOptions{Supersede: "sign-in-code:alice@example.com"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := f.clock.Now().UTC()
-			v := models.Verification{ID: uuid.NewString(), Purpose: "sign-in", Subject: "alice@example.com", Email: "alice@example.com",
-				CodeHash: code, ExpiresAt: now.Add(5 * time.Minute), CreatedAt: now}
-			if err := store.ReplaceCode(context.Background(), v, row); err != nil {
-				t.Fatal(err)
-			}
-			return row.ID
+			return f.queueCode(store, o, "alice@example.com", code, "sign-in-code:alice@example.com")
 		}
 		old := queue("111111")
 		if s := f.state(old); !strings.Contains(s, "attempts 0, leased until none") {
