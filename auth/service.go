@@ -213,8 +213,9 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.outbox = outbox
-	// What a transaction queues goes straight to the worker after the commit (mail.Outbox's
-	// Handoff): no Kick, and no claim, is needed.
+	// What a transaction queues goes to the worker after the commit (mail.Outbox's Handoff),
+	// which delivers it without a claim, or, for a code's e-mail, is woken to claim it: no Kick
+	// is needed.
 	opts.Store.SetOutboxHandoff(outbox)
 	if opts.Webhooks != nil {
 		s.hooks = opts.Webhooks

@@ -191,15 +191,15 @@ func TestOutbox_AMessageThatSupersedesIsNotHanded(t *testing.T) {
 	})
 }
 
-// A handed message may be taken with half its lease gone (its worker was behind): its first
-// heartbeat then comes at once, not a beat later, so that one failed beat still leaves a second
-// before the lease ends, as for a claimed message.
+// A handed message may be taken with up to a beat of its lease gone (its worker was behind): its
+// first heartbeat then comes at once, not a beat later, so that one failed beat still leaves a
+// second a beat before the lease ends, as for a claimed message.
 func TestOutbox_AHandedMessageTakenLateIsExtendedAtOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		store := f.newStore()
 		mailer := newGate()
 		o := f.outbox(store, mailer)
-		o.SetHeartbeat(4 * time.Second) // less than the half lease gone, in real time
+		o.SetHeartbeat(3 * time.Second) // in real time: less than the 4 s of the lease gone
 		store.SetOutboxHandoff(o)
 		f.run(o)
 		d, err := composer.Welcome("alice@example.com")
@@ -210,8 +210,8 @@ func TestOutbox_AHandedMessageTakenLateIsExtendedAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		half := f.clock.Now().UTC().Add(mail.Lease / 2)
-		row.LockedUntil, row.Attempts = &half, 1
+		late := f.clock.Now().UTC().Add(6 * time.Second) // two beats left: still taken
+		row.LockedUntil, row.Attempts = &late, 1
 		if err := f.db.Create(&row).Error; err != nil {
 			t.Fatal(err)
 		}
@@ -225,5 +225,74 @@ func TestOutbox_AHandedMessageTakenLateIsExtendedAtOnce(t *testing.T) {
 		}
 		mailer.release <- nil
 		f.waitFor("the message to be recorded", func() bool { return f.state(row.ID) == "gone" })
+	})
+}
+
+// A stream of handed messages never holds back a claim by more than a batch: a code's e-mail
+// (claimed, never handed) queued while the worker is busy goes out right after the batch under
+// way, before the messages handed after it.
+func TestOutbox_HandedMessagesHoldBackNoClaim(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		store := f.newStore()
+		mailer := newGate()
+		o := f.outbox(store, mailer)
+		store.SetOutboxHandoff(o)
+		f.run(o)
+		f.queueCode(store, o, "first@example.com", "111111", "")
+		receive(t, mailer.entered, "the first handed message to be sent")
+		f.queueCode(store, o, "alice@example.com", "222222", "sign-in-code:alice@example.com")
+		f.queueCode(store, o, "later@example.com", "333333", "")
+		mailer.release <- nil
+		if m := receive(t, mailer.entered, "the next message to be sent"); m.To != "alice@example.com" {
+			t.Fatalf("sent to %s next; want the code claimed right after the batch under way", m.To)
+		}
+		mailer.release <- nil
+		if m := receive(t, mailer.entered, "the later handed message to be sent"); m.To != "later@example.com" {
+			t.Fatalf("sent to %s", m.To)
+		}
+		mailer.release <- nil
+	})
+}
+
+// A handed message with less than two heartbeats of its lease left when its worker gets to it (a
+// worker far behind) is not sent by that worker: one failed beat could then let the lease end
+// mid-send, and another instance send it again. It is left to its lease, then claimed.
+func TestOutbox_AHandedMessageTooLateIsLeftToItsLease(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		store := f.newStore()
+		got := testkit.NewMemory()
+		o := f.outbox(store, got)
+		store.SetOutboxHandoff(o)
+		f.run(o)
+		handed := func(to string, left time.Duration) models.OutboxMessage {
+			d, err := composer.Welcome(to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row, err := o.Prepare(d, mail.EnqueueOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			until := f.clock.Now().UTC().Add(left)
+			row.LockedUntil, row.Attempts = &until, 1
+			if err := f.db.Create(&row).Error; err != nil {
+				t.Fatal(err)
+			}
+			return row
+		}
+		late := handed("late@example.com", 6*time.Second) // under two beats (3⅓ s each) left
+		fresh := handed("fresh@example.com", mail.Lease)
+		o.Handoff([]models.OutboxMessage{late, fresh})
+		f.waitFor("the fresh message to be delivered", func() bool { return f.state(fresh.ID) == "gone" })
+		if m := got.Messages(); len(m) != 1 || m[0].To != "fresh@example.com" {
+			t.Fatalf("delivered %+v; want only the fresh message", m)
+		}
+		if s := f.state(late.ID); !strings.Contains(s, "attempts 1, leased until 20") {
+			t.Fatalf("the late message: %s; want it left to its lease", s)
+		}
+		f.clock.Advance(7 * time.Second)
+		if r, err := f.instance(testkit.NewMemory()).DeliverDue(context.Background()); err != nil || r.Sent != 1 {
+			t.Fatalf("once its lease ended, another instance: %+v, %v; want it sent", r, err)
+		}
 	})
 }

@@ -136,7 +136,8 @@ type Outbox struct {
 		byQueue map[models.OutboxQueue][]models.OutboxMessage
 	}
 	// claimWanted asks a queue's worker for a claim at its next pass: messages were queued
-	// unleased (Kick, or a hand-off refused).
+	// unleased (Kick, a code's e-mail, which is never leased at queueing, or a hand-off
+	// refused).
 	claimWanted map[models.OutboxQueue]*atomic.Bool
 }
 
@@ -284,8 +285,10 @@ func (o *Outbox) Handoff(rows []models.OutboxMessage) {
 }
 
 // takeHanded takes up to batchSize of the messages handed to queue's worker, oldest first, and the
-// lease it holds on them. A message with less than half its lease left (a worker far behind) is
-// left to that lease: once it runs out, any worker claims it, without racing this one.
+// lease it holds on them. A message with less than two heartbeats of its lease left (a worker far
+// behind) is left to that lease: once it runs out, any worker claims it, without racing this
+// one. So a handed message has the margin of a claimed one: its first beat comes at once
+// (keepLeased), and should that fail, the second still comes a beat before the lease ends.
 func (o *Outbox) takeHanded(queue models.OutboxQueue) ([]models.OutboxMessage, hold) {
 	now := o.clock()
 	o.handed.Lock()
@@ -302,7 +305,7 @@ func (o *Outbox) takeHanded(queue models.OutboxQueue) ([]models.OutboxMessage, h
 			break
 		}
 		taken++
-		if row.LockedUntil.Sub(now) < lease/2 {
+		if row.LockedUntil.Sub(now) < 2*o.beat {
 			continue
 		}
 		batch = append(batch, row)
@@ -382,7 +385,15 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 		case <-kick:
 		default:
 		}
-		_, err := o.deliverHanded(ctx, queue)
+		// One handed batch a pass, then the claim if one is asked for or due: a stream of
+		// handed messages never holds back a code's e-mail, a retry, or a dead instance's
+		// messages by more than a batch.
+		more, err := o.deliverHandedBatch(ctx, queue)
+		select {
+		case <-ticker.C:
+			claim = true
+		default:
+		}
 		if o.claimWanted[queue].Swap(false) || claim {
 			if _, cerr := o.deliverDue(ctx, queue); err == nil {
 				err = cerr
@@ -392,6 +403,12 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 			o.log.ErrorContext(ctx, "outbox: delivering", "queue", queue.String(), "error", err)
 		}
 		claim = false
+		if ctx.Err() != nil {
+			return
+		}
+		if more {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -481,22 +498,15 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 	return report, ctx.Err()
 }
 
-// deliverHanded delivers what was handed to queue's worker (Handoff), a batch at a time, and
-// reports what happened.
-func (o *Outbox) deliverHanded(ctx context.Context, queue models.OutboxQueue) (DeliveryReport, error) {
-	var report DeliveryReport
-	for ctx.Err() == nil {
-		batch, held := o.takeHanded(queue)
-		if len(batch) == 0 {
-			return report, nil
-		}
-		pass, err := o.deliverBatch(ctx, queue, batch, held)
-		report.add(pass)
-		if err != nil {
-			return report, err
-		}
+// deliverHandedBatch delivers one batch of what was handed to queue's worker (Handoff), and
+// reports whether it took one (more may wait).
+func (o *Outbox) deliverHandedBatch(ctx context.Context, queue models.OutboxQueue) (bool, error) {
+	batch, held := o.takeHanded(queue)
+	if len(batch) == 0 {
+		return false, nil
 	}
-	return report, ctx.Err()
+	_, err := o.deliverBatch(ctx, queue, batch, held)
+	return true, err
 }
 
 // deliverBatch delivers batch, held under the lease held, and records the results: the messages
@@ -721,8 +731,8 @@ func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.
 // function is called, which returns the lease as it then stands. A batch delivered within a beat
 // costs a timer that never fires; a longer one, one UPDATE per beat (per lease it holds). The
 // first beat comes as early as the lease of h that began earliest is old (a handed message may be
-// taken with half its lease gone): then as many beats fit before that lease ends as before a
-// claimed one's, and one failed beat never loses a message.
+// taken with up to a beat of its lease gone, takeHanded): then as many beats fit before that
+// lease ends as before a claimed one's, and one failed beat never loses a message.
 func (o *Outbox) keepLeased(ctx context.Context, h hold) (stop func() hold) {
 	var mu sync.Mutex
 	stopped := false

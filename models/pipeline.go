@@ -97,6 +97,34 @@ func inTransaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error)
 	return nil
 }
 
+// inOneRoundTrip runs fn, whose statements must all be queued (execLater, scanLater), on
+// PostgreSQL as one pipeline sent in one round trip, without BEGIN and COMMIT: PostgreSQL runs the
+// statements of a pipeline up to its Sync as one implicit transaction, so they commit together,
+// or not at all when one fails, and a setting made with set_config(…, true) lasts until its end.
+// Elsewhere it runs fn as its statements come.
+func inOneRoundTrip(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	if db.Dialector.Name() != "postgres" {
+		return fn(db.WithContext(ctx))
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	p := &pipeline{conn: conn, translate: translator(db), log: db.Logger}
+	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
+	tx.Statement.ConnPool = conn
+	if err := fn(tx); err != nil {
+		return err
+	}
+	_, err = p.send(ctx)
+	return err
+}
+
 // errRolledBack means the COMMIT found the transaction failed and rolled it back.
 var errRolledBack = errors.New("models: the transaction failed and was rolled back")
 

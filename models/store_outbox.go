@@ -33,9 +33,9 @@ const (
 
 // OutboxHandoff takes the messages a transaction queues straight to a worker of this process once
 // the transaction commits (mail.Outbox), so that delivering them costs no claim: each is written
-// already leased to that worker, its one attempt counted, as a claim would have left it. A
-// message whose worker goes away before it is delivered (a crash) is claimed by any worker once
-// its lease runs out, as one claimed would be.
+// already leased to that worker, its one attempt counted, as a claim would have left it (but a
+// message with a Supersede key, enqueueOutbox). A message whose worker goes away before it is
+// delivered (a crash) is claimed by any worker once its lease runs out, as one claimed would be.
 type OutboxHandoff interface {
 	// HandoffLease returns the lease a message of queue queued now is to carry: until when the
 	// worker holds it. ok false (the worker does not run, or has enough waiting) queues it
@@ -137,15 +137,14 @@ const outboxBookkeepingSQL = `SELECT set_config('enable_seqscan', 'off', true), 
  set_config('synchronous_commit', 'off', true)`
 
 // bookkeeping runs fn, the worker's statements, queued with execLater or scanLater, on
-// PostgreSQL in one transaction under outboxBookkeepingSQL, sent with its COMMIT in one round
-// trip; on SQLite, as they come.
+// PostgreSQL after outboxBookkeepingSQL, in one round trip and one implicit transaction
+// (inOneRoundTrip); on SQLite, as they come.
 func (s *Store) bookkeeping(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	if !s.postgres {
-		return fn(s.db.WithContext(ctx))
-	}
-	return inTransaction(ctx, s.db, func(tx *gorm.DB) error {
-		if err := execLater(tx, outboxBookkeepingSQL); err != nil {
-			return err
+	return inOneRoundTrip(ctx, s.db, func(tx *gorm.DB) error {
+		if s.postgres {
+			if err := execLater(tx, outboxBookkeepingSQL); err != nil {
+				return err
+			}
 		}
 		return fn(tx)
 	})
