@@ -34,6 +34,36 @@ func (f *fleet) queueCode(store *models.Store, o *mail.Outbox, to, code, superse
 	return row.ID
 }
 
+// handing is an outbox delivering through m on a store of its own that hands it what the store's
+// transactions queue, as the service wires them.
+func (f *fleet) handing(m mail.Mailer) (*models.Store, *mail.Outbox) {
+	f.t.Helper()
+	store := f.newStore()
+	o := f.outbox(store, m)
+	store.SetOutboxHandoff(o)
+	return store, o
+}
+
+// leasedWelcome writes a welcome e-mail to to as a hand-off writes it, leased left ahead of now
+// with its attempt counted, and returns it, for o.Handoff.
+func (f *fleet) leasedWelcome(o *mail.Outbox, to string, left time.Duration) models.OutboxMessage {
+	f.t.Helper()
+	d, err := composer.Welcome(to)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	row, err := o.Prepare(d, mail.EnqueueOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	until := f.clock.Now().UTC().Add(left)
+	row.LockedUntil, row.Attempts = &until, 1
+	if err := f.db.Create(&row).Error; err != nil {
+		f.t.Fatal(err)
+	}
+	return row
+}
+
 // run runs o's workers until the test ends or stop is called, and returns once they run.
 func (f *fleet) run(o *mail.Outbox) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,10 +84,8 @@ func (f *fleet) run(o *mail.Outbox) (stop func()) {
 // under the lease it was written with, its one attempt the one it was written with.
 func TestOutbox_AHandedMessageGoesWithoutAClaim(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		mailer := newGate()
-		o := f.outbox(store, mailer)
-		store.SetOutboxHandoff(o)
+		store, o := f.handing(mailer)
 		f.run(o)
 
 		id := f.queueCode(store, o, "alice@example.com", "123456", "")
@@ -78,10 +106,8 @@ func TestOutbox_AHandedMessageGoesWithoutAClaim(t *testing.T) {
 // unleased, for any worker's claim.
 func TestOutbox_WithoutAWorkerNothingIsHanded(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		got := testkit.NewMemory()
-		o := f.outbox(store, got)
-		store.SetOutboxHandoff(o)
+		store, o := f.handing(got)
 		id := f.queueCode(store, o, "alice@example.com", "123456", "")
 		if s := f.state(id); !strings.Contains(s, "attempts 0, leased until none") {
 			t.Fatalf("queued without a worker: %s; want it unleased", s)
@@ -132,10 +158,8 @@ func TestOutbox_AMessageHandedToACrashedInstanceIsClaimedAfterItsLease(t *testin
 // whose send the stop cut off is left to its lease, as ever.
 func TestOutbox_AStopReleasesWhatWasHandedAndNotSent(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		mailer := newGate()
-		o := f.outbox(store, mailer)
-		store.SetOutboxHandoff(o)
+		store, o := f.handing(mailer)
 		stop := f.run(o)
 		sending := f.queueCode(store, o, "alice@example.com", "123456", "")
 		receive(t, mailer.entered, "the first message to be sent")
@@ -162,10 +186,8 @@ func TestOutbox_AStopReleasesWhatWasHandedAndNotSent(t *testing.T) {
 // the live one. It is claimed, and a newer code deletes it while it waits.
 func TestOutbox_AMessageThatSupersedesIsNotHanded(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		mailer := newGate()
-		o := f.outbox(store, mailer)
-		store.SetOutboxHandoff(o)
+		store, o := f.handing(mailer)
 		f.run(o)
 		f.queueCode(store, o, "carol@example.com", "123456", "") // keeps the worker busy
 		receive(t, mailer.entered, "the first message to be sent")
@@ -196,25 +218,11 @@ func TestOutbox_AMessageThatSupersedesIsNotHanded(t *testing.T) {
 // second a beat before the lease ends, as for a claimed message.
 func TestOutbox_AHandedMessageTakenLateIsExtendedAtOnce(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		mailer := newGate()
-		o := f.outbox(store, mailer)
+		_, o := f.handing(mailer)
 		o.SetHeartbeat(3 * time.Second) // in real time: less than the 4 s of the lease gone
-		store.SetOutboxHandoff(o)
 		f.run(o)
-		d, err := composer.Welcome("alice@example.com")
-		if err != nil {
-			t.Fatal(err)
-		}
-		row, err := o.Prepare(d, mail.EnqueueOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		late := f.clock.Now().UTC().Add(6 * time.Second) // two beats left: still taken
-		row.LockedUntil, row.Attempts = &late, 1
-		if err := f.db.Create(&row).Error; err != nil {
-			t.Fatal(err)
-		}
+		row := f.leasedWelcome(o, "alice@example.com", 6*time.Second) // two beats left: still taken
 		o.Handoff([]models.OutboxMessage{row})
 		receive(t, mailer.entered, "the message to be sent")
 		want := f.clock.Now().UTC().Add(mail.Lease)
@@ -233,10 +241,8 @@ func TestOutbox_AHandedMessageTakenLateIsExtendedAtOnce(t *testing.T) {
 // way, before the messages handed after it.
 func TestOutbox_HandedMessagesHoldBackNoClaim(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		mailer := newGate()
-		o := f.outbox(store, mailer)
-		store.SetOutboxHandoff(o)
+		store, o := f.handing(mailer)
 		f.run(o)
 		f.queueCode(store, o, "first@example.com", "111111", "")
 		receive(t, mailer.entered, "the first handed message to be sent")
@@ -259,29 +265,11 @@ func TestOutbox_HandedMessagesHoldBackNoClaim(t *testing.T) {
 // mid-send, and another instance send it again. It is left to its lease, then claimed.
 func TestOutbox_AHandedMessageTooLateIsLeftToItsLease(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
-		store := f.newStore()
 		got := testkit.NewMemory()
-		o := f.outbox(store, got)
-		store.SetOutboxHandoff(o)
+		_, o := f.handing(got)
 		f.run(o)
-		handed := func(to string, left time.Duration) models.OutboxMessage {
-			d, err := composer.Welcome(to)
-			if err != nil {
-				t.Fatal(err)
-			}
-			row, err := o.Prepare(d, mail.EnqueueOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			until := f.clock.Now().UTC().Add(left)
-			row.LockedUntil, row.Attempts = &until, 1
-			if err := f.db.Create(&row).Error; err != nil {
-				t.Fatal(err)
-			}
-			return row
-		}
-		late := handed("late@example.com", 6*time.Second) // under two beats (3⅓ s each) left
-		fresh := handed("fresh@example.com", mail.Lease)
+		late := f.leasedWelcome(o, "late@example.com", 6*time.Second) // under two beats (3⅓ s each) left
+		fresh := f.leasedWelcome(o, "fresh@example.com", mail.Lease)
 		o.Handoff([]models.OutboxMessage{late, fresh})
 		f.waitFor("the fresh message to be delivered", func() bool { return f.state(fresh.ID) == "gone" })
 		if m := got.Messages(); len(m) != 1 || m[0].To != "fresh@example.com" {

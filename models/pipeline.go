@@ -57,19 +57,11 @@ func inTransaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error)
 	if db.Dialector.Name() != "postgres" {
 		return db.WithContext(ctx).Transaction(fn)
 	}
-	sqlDB, err := db.DB()
+	p, tx, release, err := openPipeline(ctx, db, pendingStatement{sql: "BEGIN"})
 	if err != nil {
 		return err
 	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	p := &pipeline{conn: conn, translate: translator(db), log: db.Logger, waiting: []pendingStatement{{sql: "BEGIN"}}}
-	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
-	tx.Statement.ConnPool = conn
-
+	defer release()
 	committed := false
 	defer func() {
 		if !committed && p.begun {
@@ -106,23 +98,34 @@ func inOneRoundTrip(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error
 	if db.Dialector.Name() != "postgres" {
 		return fn(db.WithContext(ctx))
 	}
-	sqlDB, err := db.DB()
+	p, tx, release, err := openPipeline(ctx, db)
 	if err != nil {
 		return err
 	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	p := &pipeline{conn: conn, translate: translator(db), log: db.Logger}
-	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
-	tx.Statement.ConnPool = conn
+	defer release()
 	if err := fn(tx); err != nil {
 		return err
 	}
 	_, err = p.send(ctx)
 	return err
+}
+
+// openPipeline takes a connection of db's pool (PostgreSQL) for a pipeline that starts with first,
+// and returns the GORM session whose execLater and scanLater queue on it; release hands the
+// connection back.
+func openPipeline(ctx context.Context, db *gorm.DB, first ...pendingStatement) (_ *pipeline, _ *gorm.DB, release func() error, _ error) {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := &pipeline{conn: conn, translate: translator(db), log: db.Logger, waiting: first}
+	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
+	tx.Statement.ConnPool = conn
+	return p, tx, conn.Close, nil
 }
 
 // errRolledBack means the COMMIT found the transaction failed and rolled it back.

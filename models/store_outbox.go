@@ -133,8 +133,7 @@ const outboxPlansSQL = `SELECT set_config('enable_seqscan', 'off', true), set_co
 // webhook-id). That is the at-least-once delivery the outbox gives anyway, and it spares a flush
 // to disk, the dearest part of a small transaction, on every batch. Everything a request commits
 // (a code, its e-mail, a session) still waits for its flush.
-const outboxBookkeepingSQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
- set_config('synchronous_commit', 'off', true)`
+const outboxBookkeepingSQL = outboxPlansSQL + `, set_config('synchronous_commit', 'off', true)`
 
 // bookkeeping runs fn, the worker's statements, queued with execLater or scanLater, on
 // PostgreSQL after outboxBookkeepingSQL, in one round trip and one implicit transaction
