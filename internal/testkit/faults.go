@@ -271,13 +271,20 @@ func TerminateBackends(t testing.TB, role string) int {
 	return terminate(t, "usename = ?", role)
 }
 
-// terminate ends the backends pg_stat_activity lists where the condition holds, and reports how
-// many it ended.
+// terminate ends the backends pg_stat_activity lists where the condition holds, waits until each
+// has exited, and reports how many it ended. Without the wait (pg_terminate_backend only signals)
+// a busy machine lets a request run on a connection whose backend is still on its way out, and
+// the test races the server instead of testing the service.
 func terminate(t testing.TB, where string, args ...any) int {
 	t.Helper()
 	var ended []bool
-	if err := Admin(t).Raw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "+where, args...).Scan(&ended).Error; err != nil {
+	if err := Admin(t).Raw("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE "+where, args...).Scan(&ended).Error; err != nil {
 		t.Fatalf("terminating backends: %v", err)
+	}
+	for _, gone := range ended {
+		if !gone {
+			t.Fatal("a terminated backend did not exit within 10 s")
+		}
 	}
 	return len(ended)
 }
