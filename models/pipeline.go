@@ -33,11 +33,13 @@ import (
 
 // pipeline is the state of one pipelined transaction on PostgreSQL.
 type pipeline struct {
-	conn      *sql.Conn
+	pool      *sql.DB
+	conn      *sql.Conn // taken from pool; replaced when found dead before its first answer
 	translate func(error) error
 	log       logger.Interface // GORM's logger, which reports slow statements
 	waiting   []pendingStatement
 	begun     bool // BEGIN has been sent: the transaction must end with COMMIT or ROLLBACK
+	answered  bool // the server has answered a round trip on conn
 }
 
 type pendingStatement struct {
@@ -57,11 +59,11 @@ func inTransaction(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error)
 	if db.Dialector.Name() != "postgres" {
 		return db.WithContext(ctx).Transaction(fn)
 	}
-	p, tx, release, err := openPipeline(ctx, db, pendingStatement{sql: "BEGIN"})
+	p, tx, err := openPipeline(ctx, db, pendingStatement{sql: "BEGIN"})
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer p.release()
 	committed := false
 	defer func() {
 		if !committed && p.begun {
@@ -98,11 +100,11 @@ func inOneRoundTrip(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error
 	if db.Dialector.Name() != "postgres" {
 		return fn(db.WithContext(ctx))
 	}
-	p, tx, release, err := openPipeline(ctx, db)
+	p, tx, err := openPipeline(ctx, db)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer p.release()
 	if err := fn(tx); err != nil {
 		return err
 	}
@@ -111,21 +113,56 @@ func inOneRoundTrip(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error
 }
 
 // openPipeline takes a connection of db's pool (PostgreSQL) for a pipeline that starts with first,
-// and returns the GORM session whose execLater and scanLater queue on it; release hands the
-// connection back.
-func openPipeline(ctx context.Context, db *gorm.DB, first ...pendingStatement) (_ *pipeline, _ *gorm.DB, release func() error, _ error) {
+// and returns the GORM session whose execLater and scanLater queue on it, and whose ordinary
+// statements run on the pipeline's connection; p.release hands the connection back.
+func openPipeline(ctx context.Context, db *gorm.DB, first ...pendingStatement) (p *pipeline, tx *gorm.DB, err error) {
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	conn, err := sqlDB.Conn(ctx)
+	if p, err = newPipeline(ctx, sqlDB, translator(db), db.Logger); err != nil {
+		return nil, nil, err
+	}
+	p.waiting = first
+	tx = db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
+	tx.Statement.ConnPool = pipelineConn{p}
+	return p, tx, nil
+}
+
+// newPipeline takes a connection of pool for a pipeline.
+func newPipeline(ctx context.Context, pool *sql.DB, translate func(error) error, log logger.Interface) (*pipeline, error) {
+	conn, err := pool.Conn(ctx)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	p := &pipeline{conn: conn, translate: translator(db), log: db.Logger, waiting: first}
-	tx := db.Session(&gorm.Session{NewDB: true, Context: context.WithValue(ctx, pipelineKey{}, p)})
-	tx.Statement.ConnPool = conn
-	return p, tx, conn.Close, nil
+	return &pipeline{pool: pool, conn: conn, translate: translate, log: log}, nil
+}
+
+// release hands the pipeline's connection back to the pool.
+func (p *pipeline) release() { p.conn.Close() }
+
+// pipelineConn is how GORM's own statements inside a pipelined transaction reach its connection,
+// whichever it is by then (see foundDead).
+type pipelineConn struct{ p *pipeline }
+
+// PrepareContext prepares query on the pipeline's connection.
+func (c pipelineConn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return c.p.conn.PrepareContext(ctx, query)
+}
+
+// ExecContext runs query on the pipeline's connection.
+func (c pipelineConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return c.p.conn.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs query on the pipeline's connection.
+func (c pipelineConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.p.conn.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs query on the pipeline's connection.
+func (c pipelineConn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return c.p.conn.QueryRowContext(ctx, query, args...)
 }
 
 // errRolledBack means the COMMIT found the transaction failed and rolled it back.
@@ -157,12 +194,11 @@ func alone(tx *gorm.DB, query string, args []any, scan func(pgx.Rows) error) (n 
 		return 0, false, nil
 	}
 	ctx := tx.Statement.Context
-	conn, err := sqlDB.Conn(ctx)
+	p, err := newPipeline(ctx, sqlDB, translator(tx), tx.Logger)
 	if err != nil {
 		return 0, true, err
 	}
-	defer conn.Close()
-	p := &pipeline{conn: conn, translate: translator(tx), log: tx.Logger}
+	defer p.release()
 	if err := p.add(query, args, scan); err != nil {
 		return 0, true, err
 	}
@@ -388,7 +424,12 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 	if waiting[0].sql == "BEGIN" {
 		p.begun = true
 	}
-	var last pgconn.CommandTag
+	var (
+		last     pgconn.CommandTag
+		answered int
+		closed   bool
+		err      error
+	)
 	begin := time.Now()
 	// Slow round trips are reported as GORM's are; errors go back to the caller, who logs them.
 	defer func() {
@@ -400,7 +441,35 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 			return strings.Join(statements, "; "), last.RowsAffected()
 		}, nil)
 	}()
-	err := p.conn.Raw(func(driverConn any) error {
+	for tries := 1; ; tries++ {
+		last, answered, closed, err = p.roundTrip(ctx, waiting)
+		if err == nil || p.answered || tries > poolSize || ctx.Err() != nil || !foundDead(err, waiting, answered, closed) {
+			break
+		}
+		// Nothing of it ran, or nothing can have committed: it goes again, whole, on another
+		// connection. A dead connection is discarded, so the tries are bounded by the pool.
+		p.conn.Raw(func(any) error { return driver.ErrBadConn })
+		next, cerr := p.pool.Conn(ctx)
+		if cerr != nil {
+			return pgconn.CommandTag{}, p.translate(cerr)
+		}
+		p.conn = next
+	}
+	p.answered = p.answered || answered > 0 || err == nil
+	if err != nil {
+		if waiting[len(waiting)-1].sql == "COMMIT" && commitMayHaveRun(err) {
+			return pgconn.CommandTag{}, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+		}
+		return pgconn.CommandTag{}, p.translate(err)
+	}
+	return last, nil
+}
+
+// roundTrip sends the statements waiting in one batch on p's connection and reads their
+// answers: the last one's command tag, how many statements were answered, and whether the
+// connection is closed after a failure.
+func (p *pipeline) roundTrip(ctx context.Context, waiting []pendingStatement) (last pgconn.CommandTag, answered int, closed bool, err error) {
+	err = p.conn.Raw(func(driverConn any) error {
 		pc, ok := driverConn.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("models: unexpected PostgreSQL driver %T", driverConn)
@@ -414,19 +483,43 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 			tag, err := receive(results, st)
 			if err != nil {
 				results.Close()
+				closed = pc.Conn().IsClosed()
 				return err
 			}
 			last = tag
+			answered++
 		}
-		return results.Close()
+		err := results.Close()
+		closed = err != nil && pc.Conn().IsClosed()
+		return err
 	})
-	if err != nil {
-		if waiting[len(waiting)-1].sql == "COMMIT" && commitMayHaveRun(err) {
-			return pgconn.CommandTag{}, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
-		}
-		return pgconn.CommandTag{}, p.translate(err)
+	return last, answered, closed, err
+}
+
+// foundDead reports whether the failure of the first round trip on a connection from the pool,
+// which closed the connection before any statement was answered, means the connection was dead
+// before it was used (as every pooled connection is after a restart or a failover, until the
+// pool tries it), so that the round trip may go again, whole, on another: nothing was sent; or
+// the server had ended the session (it answers in order, so none of the statements ran, a COMMIT
+// among them included); or the round trip was a transaction's first and held no COMMIT, so
+// nothing of it can have committed. The service learns of a dead connection only by using it;
+// without this, each connection in the pool would cost a request a 503 after the database came
+// back.
+func foundDead(err error, waiting []pendingStatement, answered int, closed bool) bool {
+	if !closed || answered > 0 {
+		return false // a statement's ERROR, which leaves the connection well, or one that ran
 	}
-	return last, nil
+	return pgconn.SafeToRetry(err) || sessionEnded(err) ||
+		(waiting[0].sql == "BEGIN" && waiting[len(waiting)-1].sql != "COMMIT")
+}
+
+// sessionEnded reports whether err is the server ending the session from its side: class 57P
+// (terminated by an administrator, as in a restart or a failover; a crash of another backend;
+// an idle session's timeout…), which PostgreSQL sends as FATAL just before it closes the
+// connection.
+func sessionEnded(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.EqualFold(pgErr.Severity, "FATAL") && strings.HasPrefix(pgErr.Code, "57P")
 }
 
 // commitMayHaveRun reports whether a round trip that ended with COMMIT failed in a way that

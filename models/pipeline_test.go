@@ -2,6 +2,7 @@ package models_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -447,4 +448,120 @@ func TestLaterInsertRefusesWhatCreateWouldFill(t *testing.T) {
 		}
 		sameKeys(t, keys(t, db))
 	})
+}
+
+// killIdle ends from the server's side, as a restart or a failover does, the backends of the n
+// connections it leaves db's pool holding, waits until they have exited, and reports how
+// many it ended.
+func killIdle(t *testing.T, db *gorm.DB, n int) int {
+	t.Helper()
+	ctx := context.Background()
+	sqlDB, _ := db.DB()
+	take := func() []*sql.Conn {
+		conns := make([]*sql.Conn, 0, n)
+		for range n {
+			c, err := sqlDB.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		return conns
+	}
+	sqlDB.SetMaxIdleConns(0) // a fresh start: no connection left over from an earlier call
+	sqlDB.SetMaxIdleConns(n)
+	// Taken twice: pgx pings a connection it hands out again after more than a second (or for
+	// the first time), which would find it dead before the service does; a busy service's
+	// connections are handed out more often than that.
+	for _, c := range take() {
+		c.Close()
+	}
+	conns := take()
+	pids := map[int]bool{}
+	for _, c := range conns {
+		var pid int
+		if err := c.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids[pid] = true
+		c.Close()
+	}
+	for pid := range pids {
+		terminateAndWait(t, pid)
+	}
+	return len(pids)
+}
+
+// terminateAndWait ends the backend pid and waits until it has exited.
+func terminateAndWait(t *testing.T, pid int) {
+	t.Helper()
+	var gone bool
+	if err := testkit.Admin(t).Raw("SELECT pg_terminate_backend(?, 10000)", pid).Scan(&gone).Error; err != nil || !gone {
+		t.Fatalf("ending backend %d: %v (exited: %v)", pid, err, gone)
+	}
+}
+
+// Catalogue R1: after a restart or a failover every pooled connection is dead, and the service
+// learns it only by using one. A transaction, or a statement on its own, that finds its
+// connection dead before anything was answered goes again on another, whatever it began with,
+// so no request fails for it.
+func TestPipelineGoesAgainOnAConnectionFoundDead(t *testing.T) {
+	db := open(t, models.Options{DatabaseURL: testkit.PostgresURL(t)})
+	ctx := context.Background()
+	if err := models.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	writes := map[string]func(key string) error{
+		"waiting": func(key string) error { // BEGIN, the insert and COMMIT in one round trip
+			return models.Transaction(ctx, db, func(tx *gorm.DB) error { return insert(tx, key) })
+		},
+		"read": func(key string) error { // BEGIN and the insert, then COMMIT
+			return models.Transaction(ctx, db, func(tx *gorm.DB) error {
+				_, err := insertNow(tx, key)
+				return err
+			})
+		},
+		"gorm": func(key string) error { // BEGIN alone, then GORM's own statement
+			return models.Transaction(ctx, db, func(tx *gorm.DB) error { return tx.Create(counter(key)).Error })
+		},
+		"alone": func(key string) error { // one autocommitted statement
+			_, err := insertNow(db.WithContext(ctx), key)
+			return err
+		},
+	}
+	for key, write := range writes {
+		if n := killIdle(t, db, 4); n < 2 {
+			t.Fatalf("%d connections ended, want several", n)
+		}
+		if err := write(key); err != nil {
+			t.Fatalf("%s: the first write after a restart: %v", key, err)
+		}
+	}
+	sameKeys(t, keys(t, db), "alone", "gorm", "read", "waiting")
+}
+
+// Catalogue R1, B19's guarantee kept: a connection that dies after its transaction was first
+// answered is not replaced, since what ran on it went with it; the transaction fails as
+// unavailable and leaves nothing.
+func TestPipelineDoesNotGoAgainAfterAnAnswer(t *testing.T) {
+	db := open(t, models.Options{DatabaseURL: testkit.PostgresURL(t)})
+	ctx := context.Background()
+	if err := models.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	err := models.Transaction(ctx, db, func(tx *gorm.DB) error {
+		if _, err := insertNow(tx, "first"); err != nil {
+			return err
+		}
+		var backend []struct{ Pid int }
+		if err := models.NowScan(tx, &backend, "SELECT pg_backend_pid() AS pid"); err != nil {
+			return err
+		}
+		terminateAndWait(t, backend[0].Pid)
+		return insert(tx, "second")
+	})
+	if err == nil || !models.Unavailable(err) {
+		t.Fatalf("a transaction whose connection died after an answer: %v, want unavailable", err)
+	}
+	sameKeys(t, keys(t, db))
 }
