@@ -261,22 +261,61 @@ func TestOutbox_HandedMessagesHoldBackNoClaim(t *testing.T) {
 }
 
 // A handed message with less than two heartbeats of its lease left when its worker gets to it (a
-// worker far behind) is not sent by that worker: one failed beat could then let the lease end
-// mid-send, and another instance send it again. It is left to its lease, then claimed.
-func TestOutbox_AHandedMessageTooLateIsLeftToItsLease(t *testing.T) {
+// worker far behind, as under overload) has its lease renewed before it is sent, so that one
+// failed beat cannot let the lease end mid-send and another instance send it again; renewed, it
+// is sent by its worker at once instead of waiting for its lease to end and for a claim.
+func TestOutbox_AHandedMessageTooLateIsRenewedBeforeItIsSent(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		mailer := newGate()
+		_, o := f.handing(mailer)
+		f.run(o)
+		late := f.leasedWelcome(o, "late@example.com", 6*time.Second) // under two beats (3⅓ s each) left
+		o.Handoff([]models.OutboxMessage{late})
+		receive(t, mailer.entered, "the late message to be sent")
+		if got, want := f.lockedUntil(late.ID), f.clock.Now().UTC().Add(mail.Lease); !got.Equal(want) {
+			t.Fatalf("sent under a lease until %s; want it renewed to %s first", got, want)
+		}
+		mailer.release <- nil
+		f.waitFor("the late message to be recorded", func() bool { return f.state(late.ID) == "gone" })
+	})
+}
+
+// A late handed message whose lease cannot be renewed (here a trigger refuses the UPDATE; the
+// database may be out of reach) is not sent by its worker: it is left to its lease, then claimed.
+func TestOutbox_AHandedMessageTooLateAndNotRenewedIsLeftToItsLease(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		got := testkit.NewMemory()
 		_, o := f.handing(got)
 		f.run(o)
-		late := f.leasedWelcome(o, "late@example.com", 6*time.Second) // under two beats (3⅓ s each) left
+		late := f.leasedWelcome(o, "late@example.com", 6*time.Second)
 		fresh := f.leasedWelcome(o, "fresh@example.com", mail.Lease)
+		refuse, allow := []string{
+			`CREATE TRIGGER refuse_leases BEFORE UPDATE OF locked_until ON outbox BEGIN SELECT RAISE(ABORT, 'refused'); END`,
+		}, []string{`DROP TRIGGER refuse_leases`}
+		if f.url != "" {
+			refuse = []string{
+				`CREATE FUNCTION refuse_leases() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$`,
+				`CREATE TRIGGER refuse_leases BEFORE UPDATE OF locked_until ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_leases()`,
+			}
+			allow = []string{`DROP TRIGGER refuse_leases ON outbox`}
+		}
+		for _, stmt := range refuse {
+			if err := f.db.Exec(stmt).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
 		o.Handoff([]models.OutboxMessage{late, fresh})
 		f.waitFor("the fresh message to be delivered", func() bool { return f.state(fresh.ID) == "gone" })
 		if m := got.Messages(); len(m) != 1 || m[0].To != "fresh@example.com" {
 			t.Fatalf("delivered %+v; want only the fresh message", m)
 		}
-		if s := f.state(late.ID); !strings.Contains(s, "attempts 1, leased until 20") {
+		if s := f.state(late.ID); !strings.Contains(s, "attempts 1, leased until "+late.LockedUntil.UTC().Format(time.RFC3339Nano)) {
 			t.Fatalf("the late message: %s; want it left to its lease", s)
+		}
+		for _, stmt := range allow {
+			if err := f.db.Exec(stmt).Error; err != nil {
+				t.Fatal(err)
+			}
 		}
 		f.clock.Advance(7 * time.Second)
 		if r, err := f.instance(testkit.NewMemory()).DeliverDue(context.Background()); err != nil || r.Sent != 1 {

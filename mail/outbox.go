@@ -284,34 +284,56 @@ func (o *Outbox) Handoff(rows []models.OutboxMessage) {
 	}
 }
 
-// takeHanded takes up to batchSize of the messages handed to queue's worker, oldest first, and the
-// lease it holds on them. A message with less than two heartbeats of its lease left (a worker far
-// behind) is left to that lease: once it runs out, any worker claims it, without racing this
-// one. So a handed message has the margin of a claimed one: its first beat comes at once
+// takeHanded takes up to batchSize of the messages handed to queue's worker, oldest first: the
+// batch, with the lease it holds on them, and apart from it those taken late, with less than two
+// heartbeats of their lease left (a worker far behind), which renew must extend before they may
+// be sent. So a handed message has the margin of a claimed one: its first beat comes at once
 // (keepLeased), and should that fail, the second still comes a beat before the lease ends.
-func (o *Outbox) takeHanded(queue models.OutboxQueue) ([]models.OutboxMessage, hold) {
+func (o *Outbox) takeHanded(queue models.OutboxQueue) (batch []models.OutboxMessage, h hold, late []models.OutboxMessage) {
 	now := o.clock()
 	o.handed.Lock()
 	defer o.handed.Unlock()
 	waiting := o.handed.byQueue[queue]
 	if len(waiting) == 0 {
-		return nil, hold{}
+		return nil, hold{}, nil
 	}
-	var batch []models.OutboxMessage
-	h := hold{until: map[string]time.Time{}}
+	h = hold{until: map[string]time.Time{}}
 	taken := 0
 	for _, row := range waiting {
-		if len(batch) == batchSize {
+		if taken == batchSize {
 			break
 		}
 		taken++
 		if row.LockedUntil.Sub(now) < 2*o.beat {
+			late = append(late, row)
 			continue
 		}
 		batch = append(batch, row)
 		h.until[row.ID] = *row.LockedUntil
 	}
 	o.handed.byQueue[queue] = slices.Delete(waiting, 0, taken)
+	return batch, h, late
+}
+
+// renew extends at once the lease on late, handed messages taken with less than two heartbeats
+// of it left, and adds those it extended to batch and its hold h. The others are not sent by
+// this worker: when the database could not be reached they are left to their lease, to be
+// claimed once it ends, without racing this worker; when their lease ended and another worker
+// claimed them, they are that worker's.
+func (o *Outbox) renew(ctx context.Context, batch []models.OutboxMessage, h hold, late []models.OutboxMessage) ([]models.OutboxMessage, hold) {
+	old := hold{until: make(map[string]time.Time, len(late))}
+	for _, row := range late {
+		old.until[row.ID] = *row.LockedUntil
+	}
+	renewed := o.extend(ctx, old)
+	now := o.clock()
+	for _, row := range late {
+		if until, ok := renewed.holds(row.ID); ok && until.Sub(now) >= 2*o.beat {
+			row.LockedUntil = &until
+			batch = append(batch, row)
+			h.until[row.ID] = until
+		}
+	}
 	return batch, h
 }
 
@@ -501,9 +523,12 @@ func (o *Outbox) deliverDue(ctx context.Context, queue models.OutboxQueue) (Deli
 // deliverHandedBatch delivers one batch of what was handed to queue's worker (Handoff), and
 // reports whether it took one (more may wait).
 func (o *Outbox) deliverHandedBatch(ctx context.Context, queue models.OutboxQueue) (bool, error) {
-	batch, held := o.takeHanded(queue)
+	batch, held, late := o.takeHanded(queue)
+	if len(late) > 0 {
+		batch, held = o.renew(ctx, batch, held, late)
+	}
 	if len(batch) == 0 {
-		return false, nil
+		return len(late) > 0, nil
 	}
 	_, err := o.deliverBatch(ctx, queue, batch, held)
 	return true, err
