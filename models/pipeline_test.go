@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -529,9 +530,16 @@ func TestPipelineGoesAgainOnAConnectionFoundDead(t *testing.T) {
 			return err
 		},
 	}
+	// Behind PgBouncer (transaction pooling) the service's four connections share the pooler's
+	// connections to the server, one here: its end is the pooler's to handle, and the writes
+	// must still succeed.
+	want := 4
+	if os.Getenv("TEST_DATABASE_POOLER") == "transaction" {
+		want = 1
+	}
 	for key, write := range writes {
-		if n := killIdle(t, db, 4); n < 2 {
-			t.Fatalf("%d connections ended, want several", n)
+		if n := killIdle(t, db, 4); n < want {
+			t.Fatalf("%d connections ended, want %d", n, want)
 		}
 		if err := write(key); err != nil {
 			t.Fatalf("%s: the first write after a restart: %v", key, err)
