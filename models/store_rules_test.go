@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -399,6 +400,57 @@ func TestStorePrunesOnlyExpiredRowsInBatches(t *testing.T) {
 		}
 		if total != 4 || rowCount(t, db, &AuthThrottle{}) != 1 {
 			t.Fatal("the prune did not delete exactly the expired counters")
+		}
+	})
+}
+
+// Catalogue R1 (performance that holds as the tables churn): codes are deleted once used, so
+// VACUUM finds their table nearly empty. It keeps the table's pages (vacuum_truncate off), and
+// the generic plans a prepared statement keeps for the rest of its connection's life, made right
+// after such a VACUUM, find a code through an index, not by reading the table, which fills with
+// dead rows until the next VACUUM.
+func TestStoreCodesArePlannedWithIndexesAfterAVacuum(t *testing.T) {
+	storeEach(t, func(t *testing.T, s *Store, db *gorm.DB, now time.Time) {
+		if !s.postgres {
+			t.Skip("SQLite plans from its indexes, not from measured statistics")
+		}
+		// As a burst of sign-ins leaves it: every code used, and deleted.
+		if err := db.Exec(`INSERT INTO verifications (id, purpose, subject, email, code_hash, attempts, exhausted, expires_at, created_at)
+ SELECT gen_random_uuid(), 'sign-in', 'u' || g || '@x.io', 'u' || g || '@x.io', 'hash', 0, false, now(), now() FROM generate_series(1, 3000) g`).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("DELETE FROM verifications").Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("VACUUM ANALYZE verifications").Error; err != nil {
+			t.Fatal(err)
+		}
+		var pages int64
+		if err := db.Raw("SELECT relpages FROM pg_class WHERE oid = 'verifications'::regclass").Scan(&pages).Error; err != nil || pages == 0 {
+			t.Fatalf("the codes' table after VACUUM: %d pages (%v); want its pages kept", pages, err)
+		}
+		for what, st := range map[string]struct{ query, args string }{
+			"the live-code check":  {liveCodeQuery, `'sign-in', 'a@x.io', 'a@x.io', 3, now()`},
+			"an attempt":           {spendAndReserveQuery, `'sign-in', 'a@x.io', 'a@x.io', 3, now(), '', '', 'fail:a', 10, now(), 'fail:a', now(), now(), now(), now()`},
+			"a code's consumption": {"DELETE FROM verifications WHERE id = ? AND code_hash = ?", `gen_random_uuid(), 'hash'`},
+		} {
+			var plan []string
+			err := db.Transaction(func(tx *gorm.DB) error {
+				for _, stmt := range []string{"SET LOCAL plan_cache_mode = force_generic_plan", "PREPARE planned AS " + parse(st.query).numbered} {
+					if err := tx.Exec(stmt).Error; err != nil {
+						return err
+					}
+				}
+				defer tx.Exec("DEALLOCATE planned")
+				return tx.Raw("EXPLAIN EXECUTE planned(" + st.args + ")").Scan(&plan).Error
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			text := strings.Join(plan, "\n")
+			if strings.Contains(text, "Seq Scan on verifications") || !strings.Contains(text, "Index Scan") {
+				t.Errorf("%s is planned\n%s\nwant an index scan", what, text)
+			}
 		}
 	})
 }
