@@ -38,8 +38,9 @@ type pipeline struct {
 	translate func(error) error
 	log       logger.Interface // GORM's logger, which reports slow statements
 	waiting   []pendingStatement
-	begun     bool // BEGIN has been sent: the transaction must end with COMMIT or ROLLBACK
-	answered  bool // the server has answered a round trip on conn
+	begun     bool  // BEGIN has been sent: the transaction must end with COMMIT or ROLLBACK
+	answered  bool  // the server has answered a round trip on conn
+	failed    error // a round trip failed: the transaction is over, whatever fn does next
 }
 
 type pendingStatement struct {
@@ -418,6 +419,11 @@ func (p *pipeline) flush(ctx context.Context) (int64, error) {
 func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 	waiting := p.waiting
 	p.waiting = nil
+	if p.failed != nil {
+		// fn went on after a failure it did not return. Sent on another connection, what
+		// follows would run outside the transaction that failed, each statement on its own.
+		return pgconn.CommandTag{}, p.failed
+	}
 	if len(waiting) == 0 {
 		return pgconn.CommandTag{}, nil
 	}
@@ -451,16 +457,19 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 		p.conn.Raw(func(any) error { return driver.ErrBadConn })
 		next, cerr := p.pool.Conn(ctx)
 		if cerr != nil {
-			return pgconn.CommandTag{}, p.translate(cerr)
+			p.failed = p.translate(cerr)
+			return pgconn.CommandTag{}, p.failed
 		}
 		p.conn = next
 	}
 	p.answered = p.answered || answered > 0 || err == nil
 	if err != nil {
 		if waiting[len(waiting)-1].sql == "COMMIT" && commitMayHaveRun(err) {
-			return pgconn.CommandTag{}, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+			p.failed = fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+		} else {
+			p.failed = p.translate(err)
 		}
-		return pgconn.CommandTag{}, p.translate(err)
+		return pgconn.CommandTag{}, p.failed
 	}
 	return last, nil
 }
@@ -509,14 +518,24 @@ func foundDead(err error, waiting []pendingStatement, answered int, closed bool)
 	if !closed || answered > 0 {
 		return false // a statement's ERROR, which leaves the connection well, or one that ran
 	}
-	return pgconn.SafeToRetry(err) || sessionEnded(err) ||
+	return notSent(err) || sessionEnded(err) ||
 		(waiting[0].sql == "BEGIN" && waiting[len(waiting)-1].sql != "COMMIT")
 }
 
-// sessionEnded reports whether err is the server ending the session from its side: class 57P
-// (terminated by an administrator, as in a restart or a failover; a crash of another backend;
-// an idle session's timeout…), which PostgreSQL sends as FATAL just before it closes the
-// connection.
+// notSent reports whether err means no statement of a round trip reached the server: the
+// connection failed before anything was written, or while pgx was still preparing the batch
+// (its Parse and Describe round trip, which runs nothing, for statements it has not seen on
+// this connection).
+func notSent(err error) bool {
+	return pgconn.SafeToRetry(err) || errors.As(err, new(pgx.ErrPreprocessingBatch))
+}
+
+// sessionEnded reports whether err is the server ending the session from its side as FATAL,
+// class 57P (terminated by an administrator, as in a fast shutdown, a restart or a failover; an
+// idle session's timeout…), which PostgreSQL sends when it next checks for interrupts, so never
+// between a commit and its answer. An immediate shutdown or another backend's crash ends the
+// session with a WARNING at any point instead, a commit's included, and pgx reports the closed
+// connection that follows: that is not taken for a session ended before its statements ran.
 func sessionEnded(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && strings.EqualFold(pgErr.Severity, "FATAL") && strings.HasPrefix(pgErr.Code, "57P")
@@ -528,7 +547,7 @@ func sessionEnded(err error) bool {
 // FATAL error). An ERROR from a statement aborts the transaction, so the COMMIT cannot have run;
 // nor can it when nothing was sent.
 func commitMayHaveRun(err error) bool {
-	if pgconn.SafeToRetry(err) {
+	if notSent(err) {
 		return false
 	}
 	var pgErr *pgconn.PgError

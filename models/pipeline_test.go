@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -451,13 +452,16 @@ func TestLaterInsertRefusesWhatCreateWouldFill(t *testing.T) {
 	})
 }
 
-// killIdle ends from the server's side, as a restart or a failover does, the backends of the n
-// connections it leaves db's pool holding, waits until they have exited, and reports how
-// many it ended.
-func killIdle(t *testing.T, db *gorm.DB, n int) int {
+// holdInPool leaves db's pool holding n connections, each handed out within the last second:
+// pgx pings a connection it hands out again after more than a second (or for the first time),
+// which would find it dead before the service does, and a busy service's connections are handed
+// out more often than that. It returns the connections' backends.
+func holdInPool(t *testing.T, db *gorm.DB, n int) map[int]bool {
 	t.Helper()
 	ctx := context.Background()
 	sqlDB, _ := db.DB()
+	sqlDB.SetMaxIdleConns(0) // a fresh start: no connection left over from an earlier call
+	sqlDB.SetMaxIdleConns(n)
 	take := func() []*sql.Conn {
 		conns := make([]*sql.Conn, 0, n)
 		for range n {
@@ -469,17 +473,11 @@ func killIdle(t *testing.T, db *gorm.DB, n int) int {
 		}
 		return conns
 	}
-	sqlDB.SetMaxIdleConns(0) // a fresh start: no connection left over from an earlier call
-	sqlDB.SetMaxIdleConns(n)
-	// Taken twice: pgx pings a connection it hands out again after more than a second (or for
-	// the first time), which would find it dead before the service does; a busy service's
-	// connections are handed out more often than that.
 	for _, c := range take() {
 		c.Close()
 	}
-	conns := take()
 	pids := map[int]bool{}
-	for _, c := range conns {
+	for _, c := range take() {
 		var pid int
 		if err := c.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 			t.Fatal(err)
@@ -487,6 +485,15 @@ func killIdle(t *testing.T, db *gorm.DB, n int) int {
 		pids[pid] = true
 		c.Close()
 	}
+	return pids
+}
+
+// killIdle ends from the server's side, as a restart or a failover does, the backends of the n
+// connections it leaves db's pool holding, waits until they have exited, and reports how many it
+// ended.
+func killIdle(t *testing.T, db *gorm.DB, n int) int {
+	t.Helper()
+	pids := holdInPool(t, db, n)
 	for pid := range pids {
 		terminateAndWait(t, pid)
 	}
@@ -572,4 +579,51 @@ func TestPipelineDoesNotGoAgainAfterAnAnswer(t *testing.T) {
 		t.Fatalf("a transaction whose connection died after an answer: %v, want unavailable", err)
 	}
 	sameKeys(t, keys(t, db))
+}
+
+// Catalogue R1: a crash of another backend (or an immediate shutdown) ends every session with a
+// WARNING, at any point, a commit included, then closes the connection. A write that met such a
+// connection goes again when pgx was still preparing its statements (nothing ran), as on every
+// connection that had not run them before; otherwise a transaction that held its COMMIT stays
+// "commit unknown", since the crash may have come after the commit.
+func TestPipelineGoesAgainAfterACrashWhenNothingRan(t *testing.T) {
+	cluster := testkit.NewCluster(t)
+	db := open(t, models.Options{DatabaseURL: cluster.URL()})
+	ctx := context.Background()
+	if err := models.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("pgx", cluster.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	writes := map[string]func(key string) error{
+		"waiting": func(key string) error { // BEGIN, the insert and COMMIT in one round trip
+			return models.Transaction(ctx, db, func(tx *gorm.DB) error { return insert(tx, key) })
+		},
+		"alone": func(key string) error { // one autocommitted statement
+			_, err := insertNow(db.WithContext(ctx), key)
+			return err
+		},
+	}
+	for key, write := range writes {
+		holdInPool(t, db, 4)
+		var pid int
+		if err := other.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil { // the postmaster ends every session and recovers
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); other.PingContext(ctx) != nil; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the server did not recover from the crash")
+			}
+		}
+		if err := write(key); err != nil {
+			t.Fatalf("%s: the first write after a crash: %v (commit unknown: %v)", key, err, errors.Is(err, models.ErrCommitUnknown))
+		}
+	}
+	sameKeys(t, keys(t, db), "alone", "waiting")
 }
