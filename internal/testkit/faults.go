@@ -277,14 +277,27 @@ func TerminateBackends(t testing.TB, role string) int {
 // the test races the server instead of testing the service.
 func terminate(t testing.TB, where string, args ...any) int {
 	t.Helper()
-	var ended []bool
-	if err := Admin(t).Raw("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE "+where, args...).Scan(&ended).Error; err != nil {
-		t.Fatalf("terminating backends: %v", err)
+	admin := Admin(t)
+	var pids []int
+	if err := admin.Raw("SELECT pid FROM pg_stat_activity WHERE "+where, args...).Scan(&pids).Error; err != nil {
+		t.Fatalf("listing backends: %v", err)
 	}
-	for _, gone := range ended {
-		if !gone {
-			t.Fatal("a terminated backend did not exit within 10 s")
+	if len(pids) == 0 {
+		return 0
+	}
+	for _, pid := range pids {
+		// False when the backend was gone already, or is still there after the 10 s: the count
+		// below tells which.
+		if err := admin.Exec("SELECT pg_terminate_backend(?, 10000)", pid).Error; err != nil {
+			t.Fatalf("terminating backend %d: %v", pid, err)
 		}
 	}
-	return len(ended)
+	var left int64
+	if err := admin.Raw("SELECT count(*) FROM pg_stat_activity WHERE pid IN ?", pids).Scan(&left).Error; err != nil {
+		t.Fatalf("listing backends: %v", err)
+	}
+	if left > 0 {
+		t.Fatalf("%d terminated backends did not exit within 10 s", left)
+	}
+	return len(pids)
 }
