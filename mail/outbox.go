@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -29,9 +30,9 @@ type Store interface {
 	// ClaimOutbox leases until until at most limit messages of queue due at now, each to one
 	// worker only.
 	ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int) ([]models.OutboxMessage, error)
-	// ExtendOutboxLease moves the lease held until held on to until, on those of ids it is still
-	// on, and returns them.
-	ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error)
+	// ExtendOutboxLease moves the leases held (each lease, with the ids held under it) on to
+	// until, on the messages each is still on, and returns those.
+	ExtendOutboxLease(ctx context.Context, held map[time.Time][]string, until time.Time) ([]string, error)
 	// DeleteSentOutbox deletes messages delivered.
 	DeleteSentOutbox(ctx context.Context, ids []string) error
 	// ReleaseOutbox ends the lease held on messages handed to a worker that stops before it
@@ -788,26 +789,22 @@ func (o *Outbox) keepLeased(ctx context.Context, h hold) (stop func() hold) {
 	}
 }
 
-// extend moves the lease h on to now+lease, on the messages it still holds, and returns the
-// lease held afterwards. When it cannot reach the database the lease stays as it was, to be
-// extended at the next beat if it has not run out by then.
+// extend moves the lease h on to now+lease, on the messages it still holds, with one call for
+// all its leases, and returns the lease held afterwards. When it cannot reach the database the
+// lease stays as it was, to be extended at the next beat if it has not run out by then.
 func (o *Outbox) extend(ctx context.Context, h hold) hold {
 	until := o.clock().Add(lease)
+	kept, err := o.store.ExtendOutboxLease(ctx, h.byLease(), until)
 	next := hold{until: make(map[string]time.Time, len(h.until))}
-	for held, ids := range h.byLease() {
-		kept, err := o.store.ExtendOutboxLease(ctx, ids, held, until)
-		if err != nil {
-			if ctx.Err() == nil {
-				o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
-			}
-			for _, id := range ids {
-				next.until[id] = held
-			}
-			continue
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.WarnContext(ctx, "outbox: extending the lease of a delivery under way", "error", err)
 		}
-		for _, id := range kept {
-			next.until[id] = until
-		}
+		maps.Copy(next.until, h.until)
+		return next
+	}
+	for _, id := range kept {
+		next.until[id] = until
 	}
 	return next
 }

@@ -262,23 +262,41 @@ func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until t
 	return batch, nil
 }
 
-// ExtendOutboxLease moves the lease on the messages ids that is held until held on to until,
-// and returns the ids it extended: those still pending with that very lease. A message whose
-// lease ran out and was claimed again carries another lease, and stays its new holder's.
-func (s *Store) ExtendOutboxLease(ctx context.Context, ids []string, held, until time.Time) ([]string, error) {
+// ExtendOutboxLease moves leases on to until: held maps each lease to the messages held under
+// it. It returns the ids it extended: those still pending with their very lease. A message whose
+// lease ran out and was claimed again carries another lease, and stays its new holder's. On
+// PostgreSQL every lease's UPDATE goes in one round trip, as one implicit transaction: a worker
+// far behind may hold a lease for each 100 ms of hand-offs.
+func (s *Store) ExtendOutboxLease(ctx context.Context, held map[time.Time][]string, until time.Time) ([]string, error) {
 	var kept []string
 	var err error
 	if s.postgres {
-		var rows []struct{ ID string }
+		rows := make([][]struct{ ID string }, len(held))
 		err = s.bookkeeping(ctx, func(tx *gorm.DB) error {
-			return scanLater(tx, &rows, extendOutboxSQL, until, idArray(ids), held)
+			i := 0
+			for lease, ids := range held {
+				if err := scanLater(tx, &rows[i], extendOutboxSQL, until, idArray(ids), lease); err != nil {
+					return err
+				}
+				i++
+			}
+			return nil
 		})
-		for _, r := range rows {
-			kept = append(kept, r.ID)
+		for _, extended := range rows {
+			for _, r := range extended {
+				kept = append(kept, r.ID)
+			}
 		}
 	} else {
-		err = s.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
-			until, ids, held).Scan(&kept).Error
+		for lease, ids := range held {
+			var extended []string
+			err = s.db.WithContext(ctx).Raw(`UPDATE outbox SET locked_until = ? WHERE id IN ? AND `+pendingSQL+` AND locked_until = ? RETURNING id`,
+				until, ids, lease).Scan(&extended).Error
+			if err != nil {
+				break
+			}
+			kept = append(kept, extended...)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("models: extending the lease on e-mail: %w", err)

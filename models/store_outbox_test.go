@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 // The outbox's statements, on both databases (forEachStore). mail's tests drive the worker over
@@ -292,7 +293,7 @@ func TestExtendOutboxLease_ExtendsOnlyWhatIsStillHeld(t *testing.T) {
 		putOutbox(t, s, mine, taken, recorded)
 
 		until := held.Add(3 * time.Second)
-		kept, err := s.ExtendOutboxLease(ctx, []string{mine.ID, taken.ID, recorded.ID}, held, until)
+		kept, err := s.ExtendOutboxLease(ctx, map[time.Time][]string{held: {mine.ID, taken.ID, recorded.ID}}, until)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,10 +303,53 @@ func TestExtendOutboxLease_ExtendsOnlyWhatIsStillHeld(t *testing.T) {
 		mine.LockedUntil = &until
 		expectOutbox(t, s, mine, taken, recorded)
 		// The old lease is no longer this worker's to extend.
-		if kept, err := s.ExtendOutboxLease(ctx, []string{mine.ID}, held, until.Add(time.Second)); err != nil || len(kept) != 0 {
+		if kept, err := s.ExtendOutboxLease(ctx, map[time.Time][]string{held: {mine.ID}}, until.Add(time.Second)); err != nil || len(kept) != 0 {
 			t.Fatalf("extending a lease already moved on: %q, %v; want nothing", kept, err)
 		}
 		expectOutbox(t, s, mine, taken, recorded)
+	})
+}
+
+// roundTrips is a GORM logger that keeps what each pipelined round trip sent.
+type roundTrips struct {
+	logger.Interface
+	sent []string
+}
+
+// Trace keeps the statements of one round trip.
+func (r *roundTrips) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), err error) {
+	sql, _ := fc()
+	r.sent = append(r.sent, sql)
+}
+
+// A worker far behind holds several leases (one for each 100 ms of hand-offs): one call extends
+// each on the messages still under it, and leaves a message whose lease was named wrong.
+func TestExtendOutboxLease_ExtendsSeveralLeasesAtOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store, _ func() *Store) {
+		first, second := outboxNow.Add(2*time.Second), outboxNow.Add(2100*time.Millisecond)
+		a := leased(pendingMessage(outboxNow), first)
+		b := leased(pendingMessage(outboxNow), second)
+		other := leased(pendingMessage(outboxNow), second)
+		putOutbox(t, s, a, b, other)
+		until := outboxNow.Add(10 * time.Second)
+		trips := &roundTrips{Interface: s.db.Logger}
+		s.db.Logger = trips
+		kept, err := s.ExtendOutboxLease(context.Background(), map[time.Time][]string{first: {a.ID, other.ID}, second: {b.ID}}, until)
+		s.db.Logger = trips.Interface
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.postgres && (len(trips.sent) != 1 || strings.Count(trips.sent[0], "UPDATE outbox") != 2) {
+			t.Fatalf("round trips %q; want both leases' UPDATEs in one", trips.sent)
+		}
+		slices.Sort(kept)
+		want := []string{a.ID, b.ID}
+		slices.Sort(want)
+		if !slices.Equal(kept, want) {
+			t.Fatalf("extended %q, want %q", kept, want)
+		}
+		a.LockedUntil, b.LockedUntil = &until, &until
+		expectOutbox(t, s, a, b, other)
 	})
 }
 
