@@ -305,7 +305,7 @@ func (o *Outbox) takeHanded(queue models.OutboxQueue) (batch []models.OutboxMess
 			break
 		}
 		taken++
-		if row.LockedUntil.Sub(now) < 2*o.beat {
+		if !o.sendable(*row.LockedUntil, now) {
 			late = append(late, row)
 			continue
 		}
@@ -315,6 +315,10 @@ func (o *Outbox) takeHanded(queue models.OutboxQueue) (batch []models.OutboxMess
 	o.handed.byQueue[queue] = slices.Delete(waiting, 0, taken)
 	return batch, h, late
 }
+
+// sendable reports whether a message leased until until may be sent at now: with two heartbeats
+// of its lease left, one beat may fail and the next still come before the lease ends.
+func (o *Outbox) sendable(until, now time.Time) bool { return until.Sub(now) >= 2*o.beat }
 
 // renew extends at once the lease on late, handed messages taken with less than two heartbeats
 // of it left, and adds those it extended to batch and its hold h. The others are not sent by
@@ -329,7 +333,7 @@ func (o *Outbox) renew(ctx context.Context, batch []models.OutboxMessage, h hold
 	renewed := o.extend(ctx, old)
 	now := o.clock()
 	for _, row := range late {
-		if until, ok := renewed.holds(row.ID); ok && until.Sub(now) >= 2*o.beat {
+		if until, ok := renewed.holds(row.ID); ok && o.sendable(until, now) {
 			row.LockedUntil = &until
 			batch = append(batch, row)
 			h.until[row.ID] = until

@@ -39,7 +39,7 @@ type pipeline struct {
 	log       logger.Interface // GORM's logger, which reports slow statements
 	waiting   []pendingStatement
 	begun     bool  // BEGIN has been sent: the transaction must end with COMMIT or ROLLBACK
-	answered  bool  // the server has answered a round trip on conn
+	answered  bool  // a round trip on conn succeeded: a failure after it is never sent again
 	failed    error // a round trip failed: the transaction is over, whatever fn does next
 }
 
@@ -462,7 +462,6 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 		}
 		p.conn = next
 	}
-	p.answered = p.answered || answered > 0 || err == nil
 	if err != nil {
 		if waiting[len(waiting)-1].sql == "COMMIT" && commitMayHaveRun(err) {
 			p.failed = fmt.Errorf("%w: %w", ErrCommitUnknown, err)
@@ -471,6 +470,7 @@ func (p *pipeline) send(ctx context.Context) (pgconn.CommandTag, error) {
 		}
 		return pgconn.CommandTag{}, p.failed
 	}
+	p.answered = true
 	return last, nil
 }
 
