@@ -29,6 +29,9 @@ func (o *Outbox) ClaimAndAbandon(ctx context.Context) (int, error) {
 // SetHeartbeat sets how often, in real time, a delivery extends its lease.
 func (o *Outbox) SetHeartbeat(d time.Duration) { o.beat = d }
 
+// SetRecordLinger sets how long delivered messages wait for their deletion (recordLinger).
+func (o *Outbox) SetRecordLinger(d time.Duration) { o.linger = d }
+
 // ClaimStallAndFail claims due e-mails as DeliverDue does, runs stall (the worker is paused),
 // then lets one heartbeat run and records every send as failed with err, as a worker that wakes
 // after its lease ran out.
@@ -43,5 +46,5 @@ func (o *Outbox) ClaimStallAndFail(ctx context.Context, stall func(), err error)
 	for i := range batch {
 		outcomes[i], errs[i] = outcomeFailed, err
 	}
-	return o.record(ctx, batch, outcomes, errs, h)
+	return o.record(ctx, models.EmailQueue, batch, outcomes, errs, h)
 }

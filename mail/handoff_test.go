@@ -2,7 +2,10 @@ package mail_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -320,6 +323,93 @@ func TestOutbox_AHandedMessageTooLateAndNotRenewedIsLeftToItsLease(t *testing.T)
 		f.clock.Advance(7 * time.Second)
 		if r, err := f.instance(testkit.NewMemory()).DeliverDue(context.Background()); err != nil || r.Sent != 1 {
 			t.Fatalf("once its lease ended, another instance: %+v, %v; want it sent", r, err)
+		}
+	})
+}
+
+// deletions is a store that counts the deletions of delivered messages, and fails the first
+// failFirst of them.
+type deletions struct {
+	*models.Store
+	mu        sync.Mutex
+	calls     [][]string
+	failFirst int
+}
+
+func (d *deletions) DeleteSentOutbox(ctx context.Context, ids []string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, slices.Clone(ids))
+	if len(d.calls) <= d.failFirst {
+		return errors.New("the database is away")
+	}
+	return d.Store.DeleteSentOutbox(ctx, ids)
+}
+
+// made is the deletions asked for so far, each the ids it deleted, sorted.
+func (d *deletions) made() [][]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([][]string, len(d.calls))
+	for i, ids := range d.calls {
+		out[i] = slices.Sorted(slices.Values(ids))
+	}
+	return out
+}
+
+// A busy worker deletes what it delivered together, one statement for several batches instead
+// of one each: the messages stay leased to it meanwhile, so no other worker sends them. DeliverDue
+// (the mailbox of tests, a command) and a stop delete them at once, and ids whose deletion failed
+// are deleted by the next.
+func TestOutbox_AWorkerDeletesWhatItDeliveredTogether(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		got := testkit.NewMemory()
+		store := f.newStore()
+		counted := &deletions{Store: store, failFirst: 1}
+		o := f.outbox(counted, got)
+		o.SetRecordLinger(time.Hour) // only DeliverDue, a stop or maxUnrecorded delete them
+		store.SetOutboxHandoff(o)
+		stop := f.run(o)
+
+		// Three batches, one after the other: each is delivered before the next is queued.
+		var ids []string
+		for i, to := range []string{"a@example.com", "b@example.com", "c@example.com"} {
+			ids = append(ids, f.queueCode(store, o, to, "123456", ""))
+			f.waitFor("a batch to be delivered", func() bool { return len(got.Messages()) == i+1 })
+		}
+		if d := counted.made(); len(d) != 0 {
+			t.Fatalf("deleted after each batch: %v", d)
+		}
+		for _, id := range ids {
+			if s := f.state(id); !strings.Contains(s, "status pending, attempts 1, leased until 20") {
+				t.Fatalf("delivered and kept: %s; want it still leased to its worker", s)
+			}
+		}
+		if _, err := o.DeliverDue(context.Background()); err == nil {
+			t.Fatal("DeliverDue did not report the failed deletion")
+		}
+		if _, err := o.DeliverDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		sorted := slices.Sorted(slices.Values(ids))
+		if d := counted.made(); len(d) != 2 || !slices.Equal(d[0], sorted) || !slices.Equal(d[1], sorted) {
+			t.Fatalf("deletions %v; want the three ids once, and again after the failure", d)
+		}
+		for _, id := range ids {
+			if s := f.state(id); s != "gone" {
+				t.Fatalf("after DeliverDue: %s", s)
+			}
+		}
+
+		// What the worker kept at a stop is deleted by it.
+		last := f.queueCode(store, o, "d@example.com", "123456", "")
+		f.waitFor("the last batch to be delivered", func() bool { return len(got.Messages()) == 4 })
+		stop()
+		if d := counted.made(); len(d) != 3 || !slices.Equal(d[2], []string{last}) {
+			t.Fatalf("deletions %v; want the last message's at the stop", d)
+		}
+		if s := f.state(last); s != "gone" {
+			t.Fatalf("after the stop: %s", s)
 		}
 	})
 }

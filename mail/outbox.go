@@ -90,6 +90,15 @@ const (
 	// maxHanded is how many messages of a queue may wait in this process for its worker
 	// (HandoffLease); past it, new ones are queued unleased, for a claim.
 	maxHanded = 1000
+	// recordLinger is how long a worker keeps the ids of messages it delivered before it
+	// deletes them, so that the deliveries of a busy moment are recorded by one statement
+	// instead of one a batch. Meanwhile the lease (at least two heartbeats of it were left when
+	// each was sent) keeps them from any other worker; a stop, or DeliverDue, deletes them at
+	// once. A crash in between sends them again after their lease, under the same id (the
+	// provider's idempotency key, the webhook-id), as a crash before the record always did.
+	recordLinger = 100 * time.Millisecond
+	// maxUnrecorded is how many delivered ids a worker keeps so before it deletes them at once.
+	maxUnrecorded = 500
 )
 
 // Backoff is the wait before delivery attempt n+1 after n failures: 10 s, 20 s, 40 s … up to
@@ -124,6 +133,8 @@ type Outbox struct {
 	refusedKeyRetry time.Duration
 	// beat is how often a delivery extends its lease: heartbeat, but in tests.
 	beat time.Duration
+	// linger is how long delivered messages wait for their deletion: recordLinger, but in tests.
+	linger time.Duration
 	// totals counts the outcomes of every delivery since the start, by queue (Totals).
 	totals struct {
 		sync.Mutex
@@ -140,6 +151,19 @@ type Outbox struct {
 	// unleased (Kick, a code's e-mail, which is never leased at queueing, or a hand-off
 	// refused).
 	claimWanted map[models.OutboxQueue]*atomic.Bool
+	// delivered holds, by queue, the ids of messages sent and not yet deleted, and when the
+	// oldest of them was sent (recordLinger).
+	delivered struct {
+		sync.Mutex
+		byQueue map[models.OutboxQueue]*unrecorded
+	}
+}
+
+// unrecorded is the ids of a queue's messages sent and not yet deleted, and since when the oldest
+// of them waits.
+type unrecorded struct {
+	ids   []string
+	since time.Time
 }
 
 // Totals counts what this outbox's deliveries of the queues given (all when none is) have done
@@ -176,9 +200,10 @@ func NewOutbox(store Store, mailer Mailer, compose Composer, key []byte, refused
 	if log == nil {
 		log = slog.Default()
 	}
-	o := &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), kickHooks: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat}
+	o := &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), kickHooks: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat, linger: recordLinger}
 	o.claimWanted = map[models.OutboxQueue]*atomic.Bool{models.EmailQueue: {}, models.WebhookQueue: {}}
 	o.handed.byQueue = map[models.OutboxQueue][]models.OutboxMessage{}
+	o.delivered.byQueue = map[models.OutboxQueue]*unrecorded{models.EmailQueue: {}, models.WebhookQueue: {}}
 	return o, nil
 }
 
@@ -404,6 +429,17 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 	}
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
+	// What was delivered and not yet deleted is deleted at a stop, also when ctx has ended.
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		if _, err := o.flushDelivered(flushCtx, queue, true); err != nil {
+			o.log.ErrorContext(ctx, "outbox: recording deliveries at a stop", "queue", queue.String(), "error", err)
+		}
+	}()
+	flushTimer := time.NewTimer(time.Hour)
+	flushTimer.Stop()
+	defer flushTimer.Stop()
 	claim := true // the first pass claims what waits from before the start
 	for {
 		// A kick that came while the last pass was running asked for what the pass below will
@@ -433,12 +469,25 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 		if ctx.Err() != nil {
 			return
 		}
+		// The deliveries kept unrecorded are deleted once their time has come; when the worker
+		// goes idle before it, a timer brings it back for them.
+		wait, err := o.flushDelivered(ctx, queue, false)
+		if err != nil && ctx.Err() == nil {
+			o.log.ErrorContext(ctx, "outbox: recording deliveries", "queue", queue.String(), "error", err)
+		}
 		if more {
 			continue
+		}
+		var flush <-chan time.Time
+		if wait > 0 {
+			flushTimer.Reset(wait)
+			flush = flushTimer.C
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-flush:
+			continue
 		case <-kick:
 			select {
 			case <-ctx.Done():
@@ -475,13 +524,20 @@ func newHTTPTransport() *http.Transport {
 // DeliverDue delivers every message that is due when it starts (but those another worker has
 // claimed), once each, the e-mails and then the webhooks, and reports what happened.
 func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
-	report, err := o.deliverDue(ctx, models.EmailQueue)
-	if err != nil {
-		return report, err
+	var report DeliveryReport
+	for _, queue := range []models.OutboxQueue{models.EmailQueue, models.WebhookQueue} {
+		pass, err := o.deliverDue(ctx, queue)
+		report.add(pass)
+		// What this pass or the worker delivered is deleted before DeliverDue returns, also
+		// after an error or a stop, as record would have.
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		_, ferr := o.flushDelivered(recordCtx, queue, true)
+		cancel()
+		if err = errors.Join(err, ferr); err != nil {
+			return report, err
+		}
 	}
-	hooks, err := o.deliverDue(ctx, models.WebhookQueue)
-	report.add(hooks)
-	return report, err
+	return report, nil
 }
 
 // deliverDue delivers every message of queue that is due when it starts (but those another
@@ -578,7 +634,7 @@ func (o *Outbox) deliverBatch(ctx context.Context, queue models.OutboxQueue, bat
 		}
 	}
 	recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	err := o.record(recordCtx, batch, outcomes, errs, stopBeating())
+	err := o.record(recordCtx, queue, batch, outcomes, errs, stopBeating())
 	cancel()
 	if err != nil {
 		return DeliveryReport{}, err
@@ -857,8 +913,9 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage, hook *webho
 	return outcomeFailed, err
 }
 
-// record writes the results of a batch delivered under the lease h: the sent ones are deleted
-// in one statement, the dropped ones in another, the others updated each with their reason and,
+// record writes the results of a batch delivered under the lease h: the sent ones are kept to be
+// deleted with those of the batches after it (keepDelivered), the dropped ones deleted in one
+// statement, the others updated each with their reason and,
 // for failures, the time of the next attempt. A message sent is deleted whether or not h still
 // holds it: it went out. Any other result is only recorded while h holds the message; otherwise
 // another worker took it over when h ran out (this one was paused past it), and what becomes of
@@ -867,17 +924,17 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage, hook *webho
 // A delivered message is deleted, not kept: until it is recorded its id is the provider's
 // idempotency key for a retry after a lost answer, and once it is recorded nothing reads it.
 // A message given up keeps a record, for operators (GiveUpOutbox says what it keeps).
-func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
-	// What went out is recorded first: if recording runs out of time (a stop), it is what must
-	// not go out again.
+func (o *Outbox) record(ctx context.Context, queue models.OutboxQueue, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
+	// What went out is kept for its deletion with the next batches' (flushDelivered), which the
+	// worker runs within recordLinger, and at once past maxUnrecorded ids or at a stop.
 	var sent []string
 	for i, row := range batch {
 		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
 			sent = append(sent, row.ID)
 		}
 	}
-	if len(sent) > 0 {
-		if err := o.store.DeleteSentOutbox(ctx, sent); err != nil {
+	if len(sent) > 0 && o.keepDelivered(queue, sent) {
+		if _, err := o.flushDelivered(ctx, queue, true); err != nil {
 			return err
 		}
 	}
@@ -915,6 +972,49 @@ func (o *Outbox) record(ctx context.Context, batch []models.OutboxMessage, outco
 		}
 	}
 	return nil
+}
+
+// keepDelivered keeps the ids of queue's messages just sent for their deletion
+// (flushDelivered), and reports whether as many are kept as make it due at once
+// (maxUnrecorded).
+func (o *Outbox) keepDelivered(queue models.OutboxQueue, ids []string) bool {
+	o.delivered.Lock()
+	defer o.delivered.Unlock()
+	u := o.delivered.byQueue[queue]
+	if len(u.ids) == 0 {
+		u.since = time.Now() // real time, as the heartbeats'
+	}
+	u.ids = append(u.ids, ids...)
+	return len(u.ids) >= maxUnrecorded
+}
+
+// flushDelivered deletes the messages of queue kept by keepDelivered: all of them when force,
+// otherwise once the oldest has waited recordLinger. It returns how long until the ones still
+// kept are due (0 when none is). Ids whose deletion fails are kept for the next.
+func (o *Outbox) flushDelivered(ctx context.Context, queue models.OutboxQueue, force bool) (time.Duration, error) {
+	o.delivered.Lock()
+	u := o.delivered.byQueue[queue]
+	if len(u.ids) == 0 {
+		o.delivered.Unlock()
+		return 0, nil
+	}
+	if wait := o.linger - time.Since(u.since); !force && wait > 0 {
+		o.delivered.Unlock()
+		return wait, nil
+	}
+	ids, since := u.ids, u.since
+	u.ids = nil
+	o.delivered.Unlock()
+	if err := o.store.DeleteSentOutbox(ctx, ids); err != nil {
+		o.delivered.Lock()
+		if len(u.ids) == 0 {
+			u.since = since
+		}
+		u.ids = append(ids, u.ids...)
+		o.delivered.Unlock()
+		return 0, err
+	}
+	return 0, nil
 }
 
 // seal encrypts v's JSON as the payload of the message id, which it is bound to.
