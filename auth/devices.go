@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -31,12 +32,64 @@ type Device struct {
 	Kind string
 }
 
-// DeviceOf reads a User-Agent header.
+// DeviceOf reads a User-Agent header. The answers for the headers seen most recently are kept
+// (devices): a service sees the same few hundred headers again and again, and reading one walks
+// a table too large for the processor's caches while PostgreSQL shares them (about 10 µs under a
+// flow's load, against a map's lookup).
 func DeviceOf(userAgent string) Device {
 	userAgent = strings.TrimSpace(userAgent)
 	if userAgent == "" {
 		return Device{}
 	}
+	if d, ok := devices.get(userAgent); ok {
+		return d
+	}
+	d := readDevice(userAgent)
+	devices.put(userAgent, d)
+	return d
+}
+
+// deviceCacheSize bounds the headers devices keeps, and maxCachedUserAgent the length of one:
+// at most about 1 MB. A client that sends a new header each time only makes the cache start
+// afresh more often.
+const (
+	deviceCacheSize    = 2048
+	maxCachedUserAgent = 512
+)
+
+// deviceCache keeps DeviceOf's answers by header, up to deviceCacheSize of them; when full, it
+// starts afresh.
+type deviceCache struct {
+	mu sync.RWMutex
+	m  map[string]Device
+}
+
+// devices is DeviceOf's cache: its answers depend on the header alone.
+var devices deviceCache
+
+// get is the answer kept for the header ua, if there is one.
+func (c *deviceCache) get(ua string) (Device, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	d, ok := c.m[ua]
+	return d, ok
+}
+
+// put keeps the answer d for the header ua.
+func (c *deviceCache) put(ua string, d Device) {
+	if len(ua) > maxCachedUserAgent {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= deviceCacheSize {
+		c.m = make(map[string]Device, 64)
+	}
+	c.m[strings.Clone(ua)] = d
+}
+
+// readDevice reads a User-Agent header that is not empty (DeviceOf, without the cache).
+func readDevice(userAgent string) Device {
 	ua := useragent.Parse(userAgent)
 	d := Device{Browser: ua.Browser, OS: osName(ua.OS)}
 	switch ua.Device {

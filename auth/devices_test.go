@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -37,6 +38,35 @@ func TestDeviceOf_Names(t *testing.T) {
 	}
 }
 
+// A header read again is answered from DeviceOf's cache exactly as it is read afresh, and the
+// cache stays bounded however many headers it is shown.
+func TestDeviceOf_CacheAnswersAsAFreshRead(t *testing.T) {
+	ua := "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36"
+	first, again := DeviceOf(ua), DeviceOf(" "+ua+" ")
+	if want := readDevice(ua); first != want || again != want {
+		t.Fatalf("read %+v, then %+v; a fresh read gives %+v", first, again, want)
+	}
+	if _, ok := devices.get(ua); !ok {
+		t.Fatal("the header read is not kept")
+	}
+	for i := range deviceCacheSize + 10 {
+		name := fmt.Sprintf("client%d/1.0", i)
+		if d := DeviceOf(name); d.Browser != fmt.Sprintf("client%d", i) {
+			t.Fatalf("DeviceOf(%q) = %+v", name, d)
+		}
+	}
+	if n := len(devices.m); n > deviceCacheSize {
+		t.Fatalf("the cache holds %d headers; at most %d", n, deviceCacheSize)
+	}
+	long := "Mozilla/5.0 (Windows NT 10.0; Win64; x64) " + strings.Repeat("x", maxCachedUserAgent)
+	if d := DeviceOf(long); d != readDevice(long) {
+		t.Fatalf("a long header read %+v", d)
+	}
+	if _, ok := devices.get(long); ok {
+		t.Fatal("a header longer than maxCachedUserAgent is kept")
+	}
+}
+
 // The notice's notion of the same device ignores versions, which change with every update, but
 // not the browser or the system.
 func TestDeviceOf_FamilyIgnoresVersions(t *testing.T) {
@@ -64,4 +94,19 @@ func TestDeviceSession_Activity(t *testing.T) {
 	if d := deviceSession(sess, "a", now); d.Recent || !d.Current {
 		t.Errorf("a session last written a day ago: %+v", d)
 	}
+}
+
+// BenchmarkDeviceOf reads a browser's header: from DeviceOf's cache, and afresh.
+func BenchmarkDeviceOf(b *testing.B) {
+	ua := "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			_ = DeviceOf(ua)
+		}
+	})
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			_ = readDevice(ua)
+		}
+	})
 }
