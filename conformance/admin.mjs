@@ -114,6 +114,11 @@ check("listUserSessions, revokeUserSession, revokeUserSessions, removeUser", asy
   assert.equal(await a.client.getSession({ query: { disableCookieCache: true } }), null);
   assert.deepEqual(await admin.client.admin.removeUser({ userId: a.user.id }), { success: true });
   await expectFailure(admin.client.admin.getUser({ query: { id: a.user.id } }), 404, "USER_NOT_FOUND");
+  // Where better-auth answers success or an empty list, a client throws on nothing: a session
+  // gone already, an account that does not exist.
+  assert.deepEqual(await admin.client.admin.revokeUserSession({ sessionToken: bID }), { success: true });
+  assert.deepEqual(await admin.client.admin.listUserSessions({ userId: a.user.id }), { sessions: [] });
+  assert.deepEqual(await admin.client.admin.revokeUserSessions({ userId: a.user.id }), { success: true });
 });
 
 check("impersonateUser opens a marked session without admin powers", async () => {

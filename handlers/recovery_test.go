@@ -70,8 +70,8 @@ func TestFreshness_SensitiveChangesNeedARecentSignIn(t *testing.T) {
 			// Also when the input is bad: the session is checked first.
 			e.Post(requestChangePath, map[string]any{"newEmail": "not an address"}, bearer(old)...),
 		} {
-			r.ExpectError(t, http.StatusForbidden, "SESSION_NOT_FRESH")
-			if string(r.Body) != `{"message":"Session is not fresh","code":"SESSION_NOT_FRESH"}` {
+			r.ExpectError(t, http.StatusBadRequest, "SESSION_EXPIRED")
+			if string(r.Body) != `{"message":"Session expired. Re-authenticate to perform this action.","code":"SESSION_EXPIRED"}` {
 				t.Fatalf("body %s", r.Body)
 			}
 		}

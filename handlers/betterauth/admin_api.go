@@ -240,6 +240,10 @@ func filterValue(field models.UserField, op models.Operator, raw string) (any, e
 // adminGetUser is GET /admin/get-user?id=: the account, as better-auth answers it (the user
 // itself, not wrapped).
 func (h *API) adminGetUser(c *fiber.Ctx) error {
+	if !c.Request().URI().QueryArgs().Has("id") {
+		// better-auth's query schema asks for the id before anything else.
+		return validationError("[query.id] Invalid input: expected string, received undefined")
+	}
 	u, err := h.auth.AdminGetUser(c.UserContext(), middleware.Current(c), c.Query("id"))
 	if err != nil {
 		return adminAnswer(err, errNotAllowedGetUser)
@@ -358,10 +362,11 @@ func (r *banUserRequest) decode(b *jsonBody) error {
 	}
 	if secs := b.optNumber("banExpiresIn"); secs != nil {
 		// At most a hundred years: a longer ban is a ban for good, and the time must fit.
-		if *secs <= 0 || math.IsNaN(*secs) || *secs > 100*365*24*3600 {
+		// 0 is "not given", as better-auth reads it: a ban for good.
+		if *secs < 0 || math.IsNaN(*secs) || *secs > 100*365*24*3600 {
 			b.issue("banExpiresIn", "Invalid input: expected a number of seconds greater than 0")
 		} else {
-			// Whole seconds, rounded up: a fraction of a nanosecond must not become 0, "for good".
+			// Whole seconds, rounded up: a fraction of a second must not become 0, "for good".
 			r.ExpiresIn = time.Duration(math.Ceil(*secs)) * time.Second
 		}
 	}
@@ -413,6 +418,9 @@ func (h *API) adminListUserSessions(c *fiber.Ctx) error {
 		return err
 	}
 	sessions, err := h.auth.UserSessions(c.UserContext(), middleware.Current(c), req.UserID)
+	if errors.Is(err, auth.ErrNoSuchUser) {
+		sessions, err = nil, nil // as better-auth: an account that does not exist has no session
+	}
 	if err != nil {
 		return adminAnswer(err, errNotAllowedListSessions)
 	}
@@ -429,25 +437,29 @@ func (r *revokeUserSessionRequest) decode(b *jsonBody) error {
 }
 
 // adminRevokeUserSession is POST /admin/revoke-user-session: any account's session ends at once.
-// A handle that names no session is 400 SESSION_NOT_FOUND (better-auth answers success).
+// A handle that names no session (gone already, or never one) ends nothing and answers success,
+// as better-auth does.
 func (h *API) adminRevokeUserSession(c *fiber.Ctx) error {
 	var req revokeUserSessionRequest
 	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
-	if err := h.auth.RevokeUserSession(c.UserContext(), middleware.Current(c), req.SessionToken); err != nil {
+	err := h.auth.RevokeUserSession(c.UserContext(), middleware.Current(c), req.SessionToken)
+	if err != nil && !errors.Is(err, auth.ErrSessionNotFound) {
 		return adminAnswer(err, errNotAllowedRevoke)
 	}
 	return c.JSON(successResponse{Success: true})
 }
 
 // adminRevokeUserSessions is POST /admin/revoke-user-sessions: every session of the account ends.
+// An account that does not exist has none to end: success, as better-auth answers.
 func (h *API) adminRevokeUserSessions(c *fiber.Ctx) error {
 	var req adminUserRequest
 	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
-	if err := h.auth.RevokeUserSessions(c.UserContext(), middleware.Current(c), req.UserID); err != nil {
+	err := h.auth.RevokeUserSessions(c.UserContext(), middleware.Current(c), req.UserID)
+	if err != nil && !errors.Is(err, auth.ErrNoSuchUser) {
 		return adminAnswer(err, errNotAllowedRevoke)
 	}
 	return c.JSON(successResponse{Success: true})

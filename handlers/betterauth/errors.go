@@ -68,7 +68,7 @@ var (
 		auth.ErrTokenExpired:           newError(fiber.StatusUnauthorized, "TOKEN_EXPIRED", "Token expired"),
 		auth.ErrEmailTaken:             newError(fiber.StatusBadRequest, "EMAIL_ALREADY_IN_USE", "Email already in use"),
 		auth.ErrUserNotFound:           errUnauthorized,
-		auth.ErrSessionNotFresh:        newError(fiber.StatusForbidden, "SESSION_NOT_FRESH", "Session is not fresh"),
+		auth.ErrSessionNotFresh:        newError(fiber.StatusBadRequest, "SESSION_EXPIRED", "Session expired. Re-authenticate to perform this action."),
 		auth.ErrSessionNotFound:        newError(fiber.StatusBadRequest, "SESSION_NOT_FOUND", "Session not found"),
 		auth.ErrRateLimited:            newError(fiber.StatusTooManyRequests, "TOO_MANY_REQUESTS", "Too many requests. Please try again later."),
 		auth.ErrSigningKeySealed:       newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable"),

@@ -62,7 +62,7 @@ func (h *API) me(c *fiber.Ctx) error {
 
 // deleteAccount is POST /api/account/delete: the account is deleted with a grace period, every
 // session ends, and signing in before the answer's deleteAt restores it. The session must have
-// signed in within auth.FreshAge (else 403 SESSION_NOT_FRESH: sign in again).
+// signed in within auth.FreshAge (else 400 SESSION_EXPIRED: sign in again).
 func (h *API) deleteAccount(c *fiber.Ctx) error {
 	if err := h.body.read(c, emptyRequest{}); err != nil {
 		return err

@@ -1,6 +1,9 @@
 package betterauth
 
 import (
+	"errors"
+
+	"codeauth/auth"
 	"codeauth/middleware"
 	"codeauth/models"
 
@@ -11,14 +14,23 @@ import (
 // database (a revoked session cannot list or revoke), by cookie or bearer token.
 
 // listSessions is GET /list-sessions: the caller's live sessions, newest first. We keep only the
-// hashes of tokens, so each session's "token" is its handle (its id): revoke-session takes it,
-// and it is no credential.
+// hashes of tokens, so each other session's "token" is its handle (its id): revoke-session takes
+// it, and it is no credential. The caller's own session carries the token get-session gives it,
+// the one the request presented: a client tells which listed session is its own by comparing
+// the two, as better-auth's do.
 func (h *API) listSessions(c *fiber.Ctx) error {
-	sessions, err := h.auth.ListSessions(c.UserContext(), middleware.Current(c))
+	st := middleware.Current(c)
+	sessions, err := h.auth.ListSessions(c.UserContext(), st)
 	if err != nil {
 		return err
 	}
-	return c.JSON(listedSessions(sessions))
+	out := listedSessions(sessions)
+	for i := range out {
+		if out[i].ID == st.Session.ID {
+			out[i].Token = st.Token
+		}
+	}
+	return c.JSON(out)
 }
 
 // listedSessions are sessions as the session lists give them: each with its handle (its id) as
@@ -36,15 +48,17 @@ func listedSessions(sessions []models.Session) []sessionJSON {
 }
 
 // revokeSession is POST /revoke-session {token}: it ends one of the caller's sessions on every
-// device. A handle that names none of the caller's sessions, another account's included, is the
-// same 400 SESSION_NOT_FOUND. Revoking the session in use also expires its cookies.
+// device. A handle that names none of the caller's sessions (gone already, unknown, another
+// account's) ends nothing and gets the same {"status":true}, as better-auth answers: a double
+// click is no error, and the answer says nothing about which handles exist. Revoking the session
+// in use also expires its cookies.
 func (h *API) revokeSession(c *fiber.Ctx) error {
 	var req revokeSessionRequest
 	if err := h.body.read(c, &req); err != nil {
 		return err
 	}
 	current, err := h.auth.RevokeSession(c.UserContext(), middleware.Current(c), req.Token)
-	if err != nil {
+	if err != nil && !errors.Is(err, auth.ErrSessionNotFound) {
 		return err
 	}
 	if current {
@@ -81,7 +95,7 @@ func (h *API) revokeAll(c *fiber.Ctx, keepCurrent bool) error {
 // deleteUser is POST /delete-user (better-auth's deleteUser): the account is deleted with the
 // service's grace period, every session ends, and signing in before the grace period ends
 // restores it. The session must have signed in within auth.FreshAge, 20 minutes (better-auth's
-// default is a session updated within a day), else 403 SESSION_NOT_FRESH.
+// default is a session updated within a day), else 400 SESSION_EXPIRED, as better-auth answers a session past its freshness.
 func (h *API) deleteUser(c *fiber.Ctx) error {
 	if err := h.body.read(c, &deleteUserRequest{}); err != nil {
 		return err
