@@ -125,19 +125,36 @@ type signingKey struct {
 }
 
 // jwtClaims are the claims of a session's JWT: the registered ones, the session id (sid, as
-// OpenID Connect names it), and the user fields better-auth's default payload carries that
-// back ends read (email, name, emailVerified).
+// OpenID Connect names it), and the user as better-auth's default payload carries it (the
+// session's user object, with the admin plugin's fields), so a back end that reads payload.id or
+// payload.role reads the same here. Dates are strings, as JavaScript's Date.toISOString writes
+// them (jsDate).
 type jwtClaims struct {
-	Issuer        string `json:"iss"`
-	Audience      string `json:"aud"`
-	Subject       string `json:"sub"`
-	SessionID     string `json:"sid"`
-	Email         string `json:"email"`
-	EmailVerified bool   `json:"emailVerified"`
-	Name          string `json:"name"`
-	IssuedAt      int64  `json:"iat"`
-	Expiry        int64  `json:"exp"`
+	Issuer        string  `json:"iss"`
+	Audience      string  `json:"aud"`
+	Subject       string  `json:"sub"`
+	SessionID     string  `json:"sid"`
+	ID            string  `json:"id"`
+	Email         string  `json:"email"`
+	EmailVerified bool    `json:"emailVerified"`
+	Name          string  `json:"name"`
+	Image         *string `json:"image"`
+	CreatedAt     string  `json:"createdAt"`
+	UpdatedAt     string  `json:"updatedAt"`
+	Role          string  `json:"role"`
+	Banned        bool    `json:"banned"`
+	BanReason     *string `json:"banReason"`
+	BanExpires    *string `json:"banExpires"`
+	IssuedAt      int64   `json:"iat"`
+	Expiry        int64   `json:"exp"`
 }
+
+// jsDateLayout is how JavaScript's Date.toISOString writes a time, in UTC: the form better-auth's
+// payloads carry dates in.
+const jsDateLayout = "2006-01-02T15:04:05.000Z"
+
+// jsDate writes t as jsDateLayout does.
+func jsDate(t time.Time) string { return t.UTC().Format(jsDateLayout) }
 
 // SessionJWT returns a JWT for the session st: the one made for it earlier when that is less
 // than half its lifetime old, still says the same about the user, and was kept (from the
@@ -189,12 +206,20 @@ func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) 
 	if st.Session.ExpiresAt.Before(exp) {
 		exp = st.Session.ExpiresAt
 	}
-	payload, err := json.Marshal(jwtClaims{
+	u := &st.User
+	claims := jwtClaims{
 		Issuer: s.jwt.opts.Issuer, Audience: s.jwt.opts.Audience,
-		Subject: st.User.ID, SessionID: st.Session.ID,
-		Email: st.User.Email, EmailVerified: st.User.EmailVerified, Name: st.User.Name,
+		Subject: u.ID, SessionID: st.Session.ID, ID: u.ID,
+		Email: u.Email, EmailVerified: u.EmailVerified, Name: u.Name, Image: u.Image,
+		CreatedAt: jsDate(u.CreatedAt), UpdatedAt: jsDate(u.UpdatedAt),
+		Role: u.Role, Banned: u.Banned, BanReason: u.BanReason,
 		IssuedAt: now.Unix(), Expiry: exp.Unix(),
-	})
+	}
+	if u.BanExpires != nil {
+		at := jsDate(*u.BanExpires)
+		claims.BanExpires = &at
+	}
+	payload, err := json.Marshal(claims)
 	if err != nil {
 		return "", "", time.Time{}, fmt.Errorf("auth: encoding JWT claims: %w", err)
 	}
@@ -621,7 +646,47 @@ func (c *jwtCache) seenBefore(h uint64) bool {
 type cachedJWT struct {
 	token, kid, userID, email, name string
 	verified                        bool
-	renew                           time.Time
+	// rest is userMark of the user it was signed for: the other fields its claims carry.
+	rest  uint64
+	renew time.Time
+}
+
+// userMark sums up the fields of u a JWT carries that cachedJWT does not keep whole (the role,
+// the image, the dates, the ban), so a change to any of them makes a new JWT.
+func userMark(u *models.User) uint64 {
+	var h maphash.Hash
+	h.SetSeed(jwtCacheSeed)
+	h.WriteString(u.Role)
+	h.WriteByte(0)
+	if u.Image != nil {
+		h.WriteByte(1)
+		h.WriteString(*u.Image)
+	}
+	h.WriteByte(0)
+	if u.BanReason != nil {
+		h.WriteString(*u.BanReason)
+	}
+	h.WriteByte(0)
+	var b [8]byte
+	for _, n := range []int64{u.CreatedAt.UnixMilli(), u.UpdatedAt.UnixMilli(), banMark(u)} {
+		for i := range b {
+			b[i] = byte(n >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// banMark is the part of userMark that says whether and until when u is banned.
+func banMark(u *models.User) int64 {
+	switch {
+	case !u.Banned:
+		return 0
+	case u.BanExpires == nil:
+		return -1
+	default:
+		return u.BanExpires.UnixMilli()
+	}
 }
 
 // get returns the JWT kept for st's session, with the id of its key, if it is not due for
@@ -634,7 +699,7 @@ func (c *jwtCache) get(st *SessionState, now time.Time) (token, kid string, ok b
 	sh.mu.Unlock()
 	u := &st.User
 	if !ok || !now.Before(e.renew) || e.userID != u.ID || e.email != u.Email || e.name != u.Name ||
-		e.verified != u.EmailVerified {
+		e.verified != u.EmailVerified || e.rest != userMark(u) {
 		return "", "", false
 	}
 	return e.token, e.kid, true
@@ -655,7 +720,7 @@ func (c *jwtCache) put(st *SessionState, token, kid string, renew time.Time) {
 	// Copies: a session read from the cookie cache has its strings cut from one larger string,
 	// which the entry would otherwise keep alive.
 	sh.putLocked(id, cachedJWT{token: token, kid: kid, userID: strings.Clone(u.ID), email: strings.Clone(u.Email),
-		name: strings.Clone(u.Name), verified: u.EmailVerified, renew: renew})
+		name: strings.Clone(u.Name), verified: u.EmailVerified, rest: userMark(u), renew: renew})
 	sh.mu.Unlock()
 }
 

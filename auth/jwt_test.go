@@ -63,6 +63,66 @@ func TestSignJWT_ExpiresWithTheSession(t *testing.T) {
 	}
 }
 
+// The JWT carries the user as better-auth's default payload does (the session's user object,
+// with the admin plugin's fields, dates as Date.toISOString writes them), so a back end written
+// for better-auth's JWTs reads payload.id or payload.role the same; and a change to any of them
+// makes a new JWT rather than reusing the one kept.
+func TestSessionJWT_CarriesTheUserAsBetterAuths(t *testing.T) {
+	s, st := jwtTestService(t)
+	image := "https://example.com/a.png"
+	st.User.Image, st.User.Role = &image, "admin"
+	st.User.CreatedAt = time.Date(2026, 11, 21, 9, 30, 0, 123456000, time.UTC)
+	st.User.UpdatedAt = st.User.CreatedAt.Add(time.Hour)
+	ctx := context.Background()
+	token, err := s.SessionJWT(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := func(token string) map[string]any {
+		t.Helper()
+		jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.EdDSA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := claims(token)
+	for k, want := range map[string]any{
+		"sub": st.User.ID, "id": st.User.ID, "sid": st.Session.ID, "email": "alice@example.com", "name": "Alice",
+		"emailVerified": true, "image": image, "role": "admin", "banned": false, "banReason": nil, "banExpires": nil,
+		"createdAt": "2026-11-21T09:30:00.123Z", "updatedAt": "2026-11-21T10:30:00.123Z",
+	} {
+		if got, ok := c[k]; !ok || got != want {
+			t.Errorf("claim %s = %v (present %v), want %v", k, got, ok, want)
+		}
+	}
+	// Kept and reused while nothing it says has changed (a session's second JWT is kept).
+	kept, err := s.SessionJWT(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.SessionJWT(ctx, st); again != kept {
+		t.Fatal("an unchanged user got a new JWT")
+	}
+	st.User.Role = "user"
+	demoted, err := s.SessionJWT(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if demoted == kept || claims(demoted)["role"] != "user" {
+		t.Fatalf("after the role changed the JWT says role %v", claims(demoted)["role"])
+	}
+	other := "https://example.com/b.png"
+	st.User.Image = &other
+	if next, _ := s.SessionJWT(ctx, st); claims(next)["image"] != other {
+		t.Fatal("after the image changed the JWT kept the old one")
+	}
+}
+
 // BenchmarkSignJWT is making a session's JWT: the claims and one Ed25519 signature. Session reads
 // pay it once per session per half JWT lifetime, not per read (BenchmarkSessionJWTReused).
 func BenchmarkSignJWT(b *testing.B) {

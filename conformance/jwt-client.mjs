@@ -71,6 +71,12 @@ check("token() is a JWT that jose verifies against jwks()", async () => {
   assert.equal(payload.sub, user.id);
   assert.equal(payload.email, email);
   assert.equal(typeof payload.sid, "string");
+  // The user as better-auth's default payload carries it.
+  assert.equal(payload.id, user.id);
+  assert.equal(payload.role, "user");
+  assert.equal(payload.banned, false);
+  assert.equal(payload.createdAt, user.createdAt.toISOString());
+  assert.equal(payload.updatedAt, user.updatedAt.toISOString());
   const now = Math.floor(Date.now() / 1000);
   assert.ok(Math.abs(payload.iat - now) <= 5, `iat ${payload.iat} is now (${now})`);
   assert.ok(payload.exp > now && payload.exp - payload.iat <= 15 * 60, `lifetime ${payload.exp - payload.iat}s is at most 15 minutes`);
