@@ -118,12 +118,13 @@ type deleteUserResponse struct {
 // accountJSON is an entry of GET /list-accounts: an account of another provider linked to the
 // user (better-auth's shape).
 type accountJSON struct {
-	ID        string   `json:"id"`
-	Provider  string   `json:"provider"`
-	CreatedAt isoTime  `json:"createdAt"`
-	UpdatedAt isoTime  `json:"updatedAt"`
-	AccountID string   `json:"accountId"`
-	Scopes    []string `json:"scopes"`
+	ID         string   `json:"id"`
+	ProviderID string   `json:"providerId"`
+	CreatedAt  isoTime  `json:"createdAt"`
+	UpdatedAt  isoTime  `json:"updatedAt"`
+	AccountID  string   `json:"accountId"`
+	UserID     string   `json:"userId"`
+	Scopes     []string `json:"scopes"`
 }
 
 // statusResponse is {"status":true}.
