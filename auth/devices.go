@@ -44,6 +44,9 @@ func DeviceOf(userAgent string) Device {
 	if d, ok := devices.get(userAgent); ok {
 		return d
 	}
+	// A copy, read and kept: the header may be a view of a request buffer that the server reuses
+	// (Fiber's strings are), and the answer's names can be cut from it (productOf).
+	userAgent = strings.Clone(userAgent)
 	d := readDevice(userAgent)
 	devices.put(userAgent, d)
 	return d
@@ -75,7 +78,7 @@ func (c *deviceCache) get(ua string) (Device, bool) {
 	return d, ok
 }
 
-// put keeps the answer d for the header ua.
+// put keeps the answer d for the header ua, which must be no view of a buffer that changes.
 func (c *deviceCache) put(ua string, d Device) {
 	if len(ua) > maxCachedUserAgent {
 		return
@@ -85,7 +88,7 @@ func (c *deviceCache) put(ua string, d Device) {
 	if c.m == nil || len(c.m) >= deviceCacheSize {
 		c.m = make(map[string]Device, 64)
 	}
-	c.m[strings.Clone(ua)] = d
+	c.m[ua] = d
 }
 
 // readDevice reads a User-Agent header that is not empty (DeviceOf, without the cache).

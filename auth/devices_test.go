@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"codeauth/models"
 )
@@ -109,4 +110,26 @@ func BenchmarkDeviceOf(b *testing.B) {
 			_ = readDevice(ua)
 		}
 	})
+}
+
+// A header read from a request buffer the server reuses (Fiber hands out such views) is kept
+// as it was: its answer, cut from it for a client that is no known browser, does not change
+// when the buffer does.
+func TestDeviceOf_KeepsNoViewOfTheRequest(t *testing.T) {
+	buf := []byte("acmeapp/2.1 (build 7)")
+	header := unsafe.String(&buf[0], len(buf))
+	if d := DeviceOf(header); d.Browser != "acmeapp" {
+		t.Fatalf("read %+v", d)
+	}
+	copy(buf, "Zzzzzzzzzzzzzzzzzzzzz") // the next request
+	if d := DeviceOf("acmeapp/2.1 (build 7)"); d.Browser != "acmeapp" {
+		t.Fatalf("after the buffer changed, the kept answer reads %+v", d)
+	}
+	devices.mu.RLock()
+	defer devices.mu.RUnlock()
+	for ua, d := range devices.m {
+		if strings.Contains(ua+d.Browser+d.OS, "Zzz") {
+			t.Fatalf("the cache holds a view of the request: %q -> %+v", ua, d)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package mail_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -327,47 +328,57 @@ func TestOutbox_AHandedMessageTooLateAndNotRenewedIsLeftToItsLease(t *testing.T)
 	})
 }
 
-// deletions is a store that counts the deletions of delivered messages, and fails the first
-// failFirst of them.
+// deletions is a store that records the deletions of delivered messages, those of their own
+// and those a claim makes before it, and fails the first failFirst of its own.
 type deletions struct {
 	*models.Store
 	mu        sync.Mutex
-	calls     [][]string
+	calls     [][]string // each deletion's ids, sorted
 	failFirst int
+	failed    int
+}
+
+func (d *deletions) note(ids []string) {
+	d.calls = append(d.calls, slices.Sorted(slices.Values(ids)))
 }
 
 func (d *deletions) DeleteSentOutbox(ctx context.Context, ids []string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.calls = append(d.calls, slices.Clone(ids))
-	if len(d.calls) <= d.failFirst {
+	if d.failed < d.failFirst {
+		d.failed++
 		return errors.New("the database is away")
 	}
+	d.note(ids)
 	return d.Store.DeleteSentOutbox(ctx, ids)
 }
 
-// made is the deletions asked for so far, each the ids it deleted, sorted.
+func (d *deletions) ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent ...string) ([]models.OutboxMessage, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(sent) > 0 {
+		d.note(sent)
+	}
+	return d.Store.ClaimOutbox(ctx, queue, now, until, limit, sent...)
+}
+
+// made is the deletions made so far, each the ids it deleted, sorted.
 func (d *deletions) made() [][]string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([][]string, len(d.calls))
-	for i, ids := range d.calls {
-		out[i] = slices.Sorted(slices.Values(ids))
-	}
-	return out
+	return slices.Clone(d.calls)
 }
 
 // A busy worker deletes what it delivered together, one statement for several batches instead
-// of one each: the messages stay leased to it meanwhile, so no other worker sends them. DeliverDue
-// (the mailbox of tests, a command) and a stop delete them at once, and ids whose deletion failed
-// are deleted by the next.
+// of one each: the messages stay leased to it meanwhile, so no other worker sends them. A stop
+// deletes what it keeps.
 func TestOutbox_AWorkerDeletesWhatItDeliveredTogether(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		got := testkit.NewMemory()
 		store := f.newStore()
-		counted := &deletions{Store: store, failFirst: 1}
+		counted := &deletions{Store: store}
 		o := f.outbox(counted, got)
-		o.SetRecordLinger(time.Hour) // only DeliverDue, a stop or maxUnrecorded delete them
+		o.SetRecordLinger(time.Hour) // only a claim, a stop, DeliverDue or maxUnrecorded delete them
 		store.SetOutboxHandoff(o)
 		stop := f.run(o)
 
@@ -377,39 +388,135 @@ func TestOutbox_AWorkerDeletesWhatItDeliveredTogether(t *testing.T) {
 			ids = append(ids, f.queueCode(store, o, to, "123456", ""))
 			f.waitFor("a batch to be delivered", func() bool { return len(got.Messages()) == i+1 })
 		}
-		if d := counted.made(); len(d) != 0 {
-			t.Fatalf("deleted after each batch: %v", d)
+		// The worker's poll claims once a second, and deletes what it keeps in the claim's round
+		// trip: at most one such deletion fits in the moment the batches took.
+		if d := counted.made(); len(d) >= 2 {
+			t.Fatalf("deleted batch by batch: %v", d)
 		}
 		for _, id := range ids {
-			if s := f.state(id); !strings.Contains(s, "status pending, attempts 1, leased until 20") {
+			if s := f.state(id); s != "gone" && !strings.Contains(s, "status pending, attempts 1, leased until 20") {
 				t.Fatalf("delivered and kept: %s; want it still leased to its worker", s)
 			}
 		}
+		stop()
+		var deleted []string
+		for _, d := range counted.made() {
+			deleted = append(deleted, d...)
+		}
+		if slices.Sort(deleted); !slices.Equal(deleted, slices.Sorted(slices.Values(ids))) {
+			t.Fatalf("deleted %v; want the three ids once each", deleted)
+		}
+		for _, id := range ids {
+			if s := f.state(id); s != "gone" {
+				t.Fatalf("after the stop: %s", s)
+			}
+		}
+	})
+}
+
+// DeliverDue deletes what it delivered before it returns; ids whose deletion failed are kept and
+// deleted by the next claim, in its round trip.
+func TestOutbox_AFailedDeletionIsMadeByTheNextClaim(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		got := testkit.NewMemory()
+		counted := &deletions{Store: f.newStore(), failFirst: 1}
+		o := f.outbox(counted, got)
+		f.enqueue(o, "a@example.com")
 		if _, err := o.DeliverDue(context.Background()); err == nil {
 			t.Fatal("DeliverDue did not report the failed deletion")
+		}
+		if n := f.pending(); n != 1 {
+			t.Fatalf("%d pending after the failed deletion; want the message, still leased", n)
 		}
 		if _, err := o.DeliverDue(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		sorted := slices.Sorted(slices.Values(ids))
-		if d := counted.made(); len(d) != 2 || !slices.Equal(d[0], sorted) || !slices.Equal(d[1], sorted) {
-			t.Fatalf("deletions %v; want the three ids once, and again after the failure", d)
+		if n, sent := f.pending(), len(got.Messages()); n != 0 || sent != 1 {
+			t.Fatalf("%d pending, %d sent; want 0 and 1", n, sent)
 		}
-		for _, id := range ids {
-			if s := f.state(id); s != "gone" {
-				t.Fatalf("after DeliverDue: %s", s)
-			}
-		}
-
-		// What the worker kept at a stop is deleted by it.
-		last := f.queueCode(store, o, "d@example.com", "123456", "")
-		f.waitFor("the last batch to be delivered", func() bool { return len(got.Messages()) == 4 })
-		stop()
-		if d := counted.made(); len(d) != 3 || !slices.Equal(d[2], []string{last}) {
-			t.Fatalf("deletions %v; want the last message's at the stop", d)
-		}
-		if s := f.state(last); s != "gone" {
-			t.Fatalf("after the stop: %s", s)
+		if d := counted.made(); len(d) != 1 || len(d[0]) != 1 {
+			t.Fatalf("deletions %v; want the one id, by the second pass's claim", d)
 		}
 	})
+}
+
+// What a worker delivered is deleted within recordLinger by a timer of its own, also while the
+// worker is busy with a slow send: another instance that finds the lease run out (a worker
+// paused past it) does not send it again.
+func TestOutbox_DeliveredMessagesAreDeletedWhileTheWorkerIsBusy(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		mailer := newGate()
+		store, o := f.handing(mailer)
+		f.run(o)
+		welcome := f.queueCode(store, o, "alice@example.com", "123456", "")
+		receive(t, mailer.entered, "the first message to be sent")
+		mailer.release <- nil
+		// The worker takes the next handed message (no claim, which would delete what it
+		// keeps in its round trip) and hangs in its send.
+		f.queueCode(store, o, "bob@example.com", "654321", "")
+		receive(t, mailer.entered, "the second message to be sent")
+		f.waitFor("the delivered message to be deleted", func() bool { return f.state(welcome) == "gone" })
+		f.clock.Advance(time.Minute) // every lease this worker set has run out
+		other := testkit.NewMemory()
+		if _, err := f.instance(other).DeliverDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range other.Messages() {
+			if m.To == "alice@example.com" {
+				t.Fatal("another instance sent the delivered message again")
+			}
+		}
+		mailer.release <- nil
+	})
+}
+
+// A claim never takes back what its own worker delivered and still keeps, however long the
+// worker kept it: the claim deletes those first, in its round trip. Here one DeliverDue pass
+// claims three batches while its clock runs past every lease.
+func TestOutbox_AClaimNeverTakesBackWhatItsWorkerDelivered(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		sent := testkit.NewMemory()
+		slow := clockMover{Memory: sent, clock: f.clock, after: 50, by: time.Minute}
+		store := f.newStore()
+		o := f.outbox(store, &slow)
+		o.SetRecordLinger(time.Hour)
+		for i := range 120 {
+			f.enqueue(o, fmt.Sprintf("user%d@example.com", i))
+		}
+		if r, err := o.DeliverDue(context.Background()); err != nil || r.Sent != 120 {
+			t.Fatalf("DeliverDue: %+v, %v; want 120 sent", r, err)
+		}
+		seen := map[string]int{}
+		for _, m := range sent.Messages() {
+			if seen[m.To]++; seen[m.To] > 1 {
+				t.Fatalf("%s was sent twice", m.To)
+			}
+		}
+		if len(seen) != 120 || f.pending() != 0 {
+			t.Fatalf("%d sent, %d pending; want 120 and 0", len(seen), f.pending())
+		}
+	})
+}
+
+// clockMover is a mailer that moves the test's clock on by `by` once it has sent `after`
+// messages: the provider was slow, and the leases of the batch ran out.
+type clockMover struct {
+	*testkit.Memory
+	clock *testkit.Clock
+	after int
+	by    time.Duration
+	mu    sync.Mutex
+	n     int
+}
+
+func (m *clockMover) Send(ctx context.Context, msg mail.Message) error {
+	if err := m.Memory.Send(ctx, msg); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.n++; m.n == m.after {
+		m.clock.Advance(m.by)
+	}
+	return nil
 }

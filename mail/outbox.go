@@ -28,8 +28,9 @@ import (
 // causes them.
 type Store interface {
 	// ClaimOutbox leases until until at most limit messages of queue due at now, each to one
-	// worker only.
-	ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int) ([]models.OutboxMessage, error)
+	// worker only, after deleting the messages sent (delivered, not yet deleted) in the same
+	// round trip.
+	ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent ...string) ([]models.OutboxMessage, error)
 	// ExtendOutboxLease moves the leases held (each lease, with the ids held under it) on to
 	// until, on the messages each is still on, and returns those.
 	ExtendOutboxLease(ctx context.Context, held map[time.Time][]string, until time.Time) ([]string, error)
@@ -91,11 +92,13 @@ const (
 	// (HandoffLease); past it, new ones are queued unleased, for a claim.
 	maxHanded = 1000
 	// recordLinger is how long a worker keeps the ids of messages it delivered before it
-	// deletes them, so that the deliveries of a busy moment are recorded by one statement
-	// instead of one a batch. Meanwhile the lease (at least two heartbeats of it were left when
-	// each was sent) keeps them from any other worker; a stop, or DeliverDue, deletes them at
-	// once. A crash in between sends them again after their lease, under the same id (the
-	// provider's idempotency key, the webhook-id), as a crash before the record always did.
+	// deletes them (a timer of their own, whatever the worker is doing meanwhile), so that the
+	// deliveries of a busy moment are recorded by one statement instead of one a batch; its next
+	// claim deletes them sooner, in the claim's own round trip, so that no claim can take one
+	// back. Meanwhile their lease keeps them from any other worker: when the heartbeats of a
+	// batch stop, at least lease less one heartbeat of it is left. A stop, or DeliverDue, deletes
+	// them at once. A crash in between sends them again after their lease, under the same id
+	// (the provider's idempotency key, the webhook-id), as a crash before the record always did.
 	recordLinger = 100 * time.Millisecond
 	// maxUnrecorded is how many delivered ids a worker keeps so before it deletes them at once.
 	maxUnrecorded = 500
@@ -151,19 +154,18 @@ type Outbox struct {
 	// unleased (Kick, a code's e-mail, which is never leased at queueing, or a hand-off
 	// refused).
 	claimWanted map[models.OutboxQueue]*atomic.Bool
-	// delivered holds, by queue, the ids of messages sent and not yet deleted, and when the
-	// oldest of them was sent (recordLinger).
+	// delivered holds, by queue, the ids of messages sent and not yet deleted (recordLinger).
 	delivered struct {
 		sync.Mutex
 		byQueue map[models.OutboxQueue]*unrecorded
 	}
 }
 
-// unrecorded is the ids of a queue's messages sent and not yet deleted, and since when the oldest
-// of them waits.
+// unrecorded is the ids of a queue's messages sent and not yet deleted, and whether the timer
+// that deletes them is set.
 type unrecorded struct {
 	ids   []string
-	since time.Time
+	armed bool
 }
 
 // Totals counts what this outbox's deliveries of the queues given (all when none is) have done
@@ -433,13 +435,10 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 	defer func() {
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
-		if _, err := o.flushDelivered(flushCtx, queue, true); err != nil {
+		if err := o.flushDelivered(flushCtx, queue); err != nil {
 			o.log.ErrorContext(ctx, "outbox: recording deliveries at a stop", "queue", queue.String(), "error", err)
 		}
 	}()
-	flushTimer := time.NewTimer(time.Hour)
-	flushTimer.Stop()
-	defer flushTimer.Stop()
 	claim := true // the first pass claims what waits from before the start
 	for {
 		// A kick that came while the last pass was running asked for what the pass below will
@@ -469,25 +468,12 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 		if ctx.Err() != nil {
 			return
 		}
-		// The deliveries kept unrecorded are deleted once their time has come; when the worker
-		// goes idle before it, a timer brings it back for them.
-		wait, err := o.flushDelivered(ctx, queue, false)
-		if err != nil && ctx.Err() == nil {
-			o.log.ErrorContext(ctx, "outbox: recording deliveries", "queue", queue.String(), "error", err)
-		}
 		if more {
 			continue
-		}
-		var flush <-chan time.Time
-		if wait > 0 {
-			flushTimer.Reset(wait)
-			flush = flushTimer.C
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-flush:
-			continue
 		case <-kick:
 			select {
 			case <-ctx.Done():
@@ -531,7 +517,7 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 		// What this pass or the worker delivered is deleted before DeliverDue returns, also
 		// after an error or a stop, as record would have.
 		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		_, ferr := o.flushDelivered(recordCtx, queue, true)
+		ferr := o.flushDelivered(recordCtx, queue)
 		cancel()
 		if err = errors.Join(err, ferr); err != nil {
 			return report, err
@@ -802,8 +788,12 @@ func (h hold) byLease() map[time.Time][]string {
 // only one worker anywhere gets each.
 func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
-	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize)
+	// What this worker delivered and keeps is deleted in the claim's round trip, before it: the
+	// claim can never take one of those back, however long the worker has kept it.
+	sent := o.takeDelivered(queue)
+	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize, sent...)
 	if err != nil {
+		o.putBackDelivered(queue, sent)
 		return nil, hold{}, err
 	}
 	ids := make([]string, len(batch))
@@ -933,10 +923,10 @@ func (o *Outbox) record(ctx context.Context, queue models.OutboxQueue, batch []m
 			sent = append(sent, row.ID)
 		}
 	}
+	var deleteErr error
 	if len(sent) > 0 && o.keepDelivered(queue, sent) {
-		if _, err := o.flushDelivered(ctx, queue, true); err != nil {
-			return err
-		}
+		// Failed, they are kept for the next deletion; the other results are recorded anyway.
+		deleteErr = o.flushDelivered(ctx, queue)
 	}
 	dropped := hold{until: map[string]time.Time{}}
 	for i, row := range batch {
@@ -953,7 +943,7 @@ func (o *Outbox) record(ctx context.Context, queue models.OutboxQueue, batch []m
 			dropped.until[row.ID] = held
 		case outcomeAbandoned:
 			if err := o.store.GiveUpOutbox(ctx, row.ID, held, o.clock(), errs[i].Error()); err != nil {
-				return err
+				return errors.Join(deleteErr, err)
 			}
 		case outcomeFailed:
 			wait := Backoff(row.Attempts)
@@ -962,59 +952,87 @@ func (o *Outbox) record(ctx context.Context, queue models.OutboxQueue, batch []m
 			}
 			next := o.clock().Add(wait)
 			if err := o.store.RescheduleOutbox(ctx, row.ID, held, next, errs[i].Error()); err != nil {
-				return err
+				return errors.Join(deleteErr, err)
 			}
 		}
 	}
 	for held, ids := range dropped.byLease() {
 		if err := o.store.DropOutbox(ctx, ids, held); err != nil {
-			return err
+			return errors.Join(deleteErr, err)
 		}
 	}
-	return nil
+	return deleteErr
 }
 
-// keepDelivered keeps the ids of queue's messages just sent for their deletion
-// (flushDelivered), and reports whether as many are kept as make it due at once
-// (maxUnrecorded).
+// keepDelivered keeps the ids of queue's messages just sent for their deletion, setting the
+// timer that deletes them recordLinger later (flushLater) unless it is set, and reports whether
+// as many are kept as must be deleted at once (maxUnrecorded).
 func (o *Outbox) keepDelivered(queue models.OutboxQueue, ids []string) bool {
 	o.delivered.Lock()
 	defer o.delivered.Unlock()
 	u := o.delivered.byQueue[queue]
-	if len(u.ids) == 0 {
-		u.since = time.Now() // real time, as the heartbeats'
-	}
 	u.ids = append(u.ids, ids...)
+	if !u.armed {
+		u.armed = true
+		time.AfterFunc(o.linger, func() { o.flushLater(queue) })
+	}
 	return len(u.ids) >= maxUnrecorded
 }
 
-// flushDelivered deletes the messages of queue kept by keepDelivered: all of them when force,
-// otherwise once the oldest has waited recordLinger. It returns how long until the ones still
-// kept are due (0 when none is). Ids whose deletion fails are kept for the next.
-func (o *Outbox) flushDelivered(ctx context.Context, queue models.OutboxQueue, force bool) (time.Duration, error) {
+// flushLater is keepDelivered's timer: it deletes what queue's worker keeps, and while the
+// outbox runs sets itself again for what a failed deletion left.
+func (o *Outbox) flushLater(queue models.OutboxQueue) {
 	o.delivered.Lock()
-	u := o.delivered.byQueue[queue]
-	if len(u.ids) == 0 {
-		o.delivered.Unlock()
-		return 0, nil
-	}
-	if wait := o.linger - time.Since(u.since); !force && wait > 0 {
-		o.delivered.Unlock()
-		return wait, nil
-	}
-	ids, since := u.ids, u.since
-	u.ids = nil
+	o.delivered.byQueue[queue].armed = false
 	o.delivered.Unlock()
-	if err := o.store.DeleteSentOutbox(ctx, ids); err != nil {
-		o.delivered.Lock()
-		if len(u.ids) == 0 {
-			u.since = since
-		}
-		u.ids = append(ids, u.ids...)
-		o.delivered.Unlock()
-		return 0, err
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	err := o.flushDelivered(ctx, queue)
+	cancel()
+	if err == nil {
+		return
 	}
-	return 0, nil
+	o.log.Error("outbox: recording deliveries", "queue", queue.String(), "error", err)
+	o.delivered.Lock()
+	defer o.delivered.Unlock()
+	if u := o.delivered.byQueue[queue]; len(u.ids) > 0 && !u.armed && o.running.Load() {
+		u.armed = true
+		time.AfterFunc(o.linger, func() { o.flushLater(queue) })
+	}
+}
+
+// takeDelivered takes the ids queue's worker keeps, for a deletion; putBackDelivered returns
+// those a failed deletion left, ahead of any kept meanwhile.
+func (o *Outbox) takeDelivered(queue models.OutboxQueue) []string {
+	o.delivered.Lock()
+	defer o.delivered.Unlock()
+	u := o.delivered.byQueue[queue]
+	ids := u.ids
+	u.ids = nil
+	return ids
+}
+
+func (o *Outbox) putBackDelivered(queue models.OutboxQueue, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	o.delivered.Lock()
+	defer o.delivered.Unlock()
+	u := o.delivered.byQueue[queue]
+	u.ids = append(ids, u.ids...)
+}
+
+// flushDelivered deletes the messages of queue kept by keepDelivered, now. Ids whose deletion
+// fails are kept for the next.
+func (o *Outbox) flushDelivered(ctx context.Context, queue models.OutboxQueue) error {
+	ids := o.takeDelivered(queue)
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := o.store.DeleteSentOutbox(ctx, ids); err != nil {
+		o.putBackDelivered(queue, ids)
+		return err
+	}
+	return nil
 }
 
 // seal encrypts v's JSON as the payload of the message id, which it is bound to.

@@ -247,13 +247,22 @@ func (q OutboxQueue) String() string {
 //
 // until fences workers off each other (mail's hold): it must be later than now, and a worker
 // finds it still holds a message while the message's locked_until is the until it set.
-func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int) ([]OutboxMessage, error) {
+//
+// The messages sent, delivered by the worker and not yet deleted (DeleteSentOutbox), are
+// deleted first, in the same round trip and implicit transaction on PostgreSQL: the claim can
+// never take one of them back, whatever became of its lease meanwhile.
+func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int, sent ...string) ([]OutboxMessage, error) {
 	claim := claimSQLite[queue]
 	if s.postgres {
 		claim = claimPostgres[queue]
 	}
 	var batch []OutboxMessage
 	err := s.bookkeeping(ctx, func(tx *gorm.DB) error {
+		if len(sent) > 0 {
+			if err := deleteSent(tx, sent); err != nil {
+				return err
+			}
+		}
 		return scanLater(tx, &batch, claim, until, now, now, limit, now)
 	})
 	if err != nil {
@@ -346,18 +355,19 @@ func (s *Store) ReleaseOutbox(ctx context.Context, ids []string, held time.Time)
 //
 // On PostgreSQL the ids go as one array parameter (idArray), under outboxBookkeepingSQL.
 func (s *Store) DeleteSentOutbox(ctx context.Context, ids []string) error {
-	var err error
-	if s.postgres {
-		err = s.bookkeeping(ctx, func(tx *gorm.DB) error {
-			return execLater(tx, deleteSentSQL, idArray(ids))
-		})
-	} else {
-		err = s.db.WithContext(ctx).Where("id IN ?", ids).Delete(&OutboxMessage{}).Error
-	}
-	if err != nil {
+	if err := s.bookkeeping(ctx, func(tx *gorm.DB) error { return deleteSent(tx, ids) }); err != nil {
 		return fmt.Errorf("models: recording deliveries: %w", err)
 	}
 	return nil
+}
+
+// deleteSent deletes the delivered messages ids in tx, queued on PostgreSQL (one array
+// parameter, idArray), at once on SQLite.
+func deleteSent(tx *gorm.DB, ids []string) error {
+	if tx.Dialector.Name() == "postgres" {
+		return execLater(tx, deleteSentSQL, idArray(ids))
+	}
+	return tx.Where("id IN ?", ids).Delete(&OutboxMessage{}).Error
 }
 
 // DropOutbox deletes the messages ids held until held, no longer worth sending (replaced by a

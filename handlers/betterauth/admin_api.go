@@ -364,7 +364,7 @@ func (r *banUserRequest) decode(b *jsonBody) error {
 		// At most a hundred years: a longer ban is a ban for good, and the time must fit.
 		// 0 is "not given", as better-auth reads it: a ban for good.
 		if *secs < 0 || math.IsNaN(*secs) || *secs > 100*365*24*3600 {
-			b.issue("banExpiresIn", "Invalid input: expected a number of seconds greater than 0")
+			b.issue("banExpiresIn", "Invalid input: expected a number of seconds, 0 (for good) or more")
 		} else {
 			// Whole seconds, rounded up: a fraction of a second must not become 0, "for good".
 			r.ExpiresIn = time.Duration(math.Ceil(*secs)) * time.Second

@@ -80,7 +80,7 @@ var (
 		auth.ErrUnknownRole:            newError(fiber.StatusBadRequest, "YOU_ARE_NOT_ALLOWED_TO_SET_NON_EXISTENT_VALUE", "You are not allowed to set a non-existent role value"),
 		auth.ErrCannotBanSelf:          newError(fiber.StatusBadRequest, "YOU_CANNOT_BAN_YOURSELF", "You cannot ban yourself"),
 		auth.ErrCannotRemoveSelf:       newError(fiber.StatusBadRequest, "YOU_CANNOT_REMOVE_YOURSELF", "You cannot remove yourself"),
-		auth.ErrInvalidBanLength:       newError(fiber.StatusBadRequest, "VALIDATION_ERROR", "Invalid input: expected a number of seconds greater than 0"),
+		auth.ErrInvalidBanLength:       newError(fiber.StatusBadRequest, "VALIDATION_ERROR", "Invalid input: expected a number of seconds, 0 (for good) or more"),
 		auth.ErrCannotImpersonateAdmin: newError(fiber.StatusForbidden, "YOU_CANNOT_IMPERSONATE_ADMINS", "You cannot impersonate admins"),
 		auth.ErrBanned:                 newError(fiber.StatusForbidden, "BANNED_USER", BannedMessage),
 

@@ -14,23 +14,15 @@ import (
 // database (a revoked session cannot list or revoke), by cookie or bearer token.
 
 // listSessions is GET /list-sessions: the caller's live sessions, newest first. We keep only the
-// hashes of tokens, so each other session's "token" is its handle (its id): revoke-session takes
-// it, and it is no credential. The caller's own session carries the token get-session gives it,
-// the one the request presented: a client tells which listed session is its own by comparing
-// the two, as better-auth's do.
+// hashes of tokens, so each session's "token" is its handle (its id): revoke-session takes it,
+// and it is no credential (CONTRACT.md), the caller's own session's included. A client finds
+// its own by comparing ids with get-session's session.id.
 func (h *API) listSessions(c *fiber.Ctx) error {
-	st := middleware.Current(c)
-	sessions, err := h.auth.ListSessions(c.UserContext(), st)
+	sessions, err := h.auth.ListSessions(c.UserContext(), middleware.Current(c))
 	if err != nil {
 		return err
 	}
-	out := listedSessions(sessions)
-	for i := range out {
-		if out[i].ID == st.Session.ID {
-			out[i].Token = st.Token
-		}
-	}
-	return c.JSON(out)
+	return c.JSON(listedSessions(sessions))
 }
 
 // listedSessions are sessions as the session lists give them: each with its handle (its id) as
