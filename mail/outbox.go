@@ -915,8 +915,8 @@ func (o *Outbox) send(ctx context.Context, row models.OutboxMessage, hook *webho
 // idempotency key for a retry after a lost answer, and once it is recorded nothing reads it.
 // A message given up keeps a record, for operators (GiveUpOutbox says what it keeps).
 func (o *Outbox) record(ctx context.Context, queue models.OutboxQueue, batch []models.OutboxMessage, outcomes []outcome, errs []error, h hold) error {
-	// What went out is kept for its deletion with the next batches' (flushDelivered), which the
-	// worker runs within recordLinger, and at once past maxUnrecorded ids or at a stop.
+	// What went out is kept for its deletion with the next batches' (keepDelivered: by a timer
+	// within recordLinger, or by the next claim), and deleted at once past maxUnrecorded ids.
 	var sent []string
 	for i, row := range batch {
 		if outcomes[i] == outcomeSent || outcomes[i] == outcomeWithheld {
@@ -972,15 +972,21 @@ func (o *Outbox) keepDelivered(queue models.OutboxQueue, ids []string) bool {
 	defer o.delivered.Unlock()
 	u := o.delivered.byQueue[queue]
 	u.ids = append(u.ids, ids...)
-	if !u.armed {
-		u.armed = true
-		time.AfterFunc(o.linger, func() { o.flushLater(queue) })
-	}
+	o.armLocked(queue, u, o.linger)
 	return len(u.ids) >= maxUnrecorded
 }
 
-// flushLater is keepDelivered's timer: it deletes what queue's worker keeps, and while the
-// outbox runs sets itself again for what a failed deletion left.
+// armLocked sets the timer that deletes what queue's worker keeps after wait, unless it is set.
+// o.delivered is held.
+func (o *Outbox) armLocked(queue models.OutboxQueue, u *unrecorded, wait time.Duration) {
+	if !u.armed {
+		u.armed = true
+		time.AfterFunc(wait, func() { o.flushLater(queue) })
+	}
+}
+
+// flushLater is keepDelivered's timer: it deletes what queue's worker keeps (a failed deletion
+// puts them back, and sets the timer again while the outbox runs).
 func (o *Outbox) flushLater(queue models.OutboxQueue) {
 	o.delivered.Lock()
 	o.delivered.byQueue[queue].armed = false
@@ -992,16 +998,11 @@ func (o *Outbox) flushLater(queue models.OutboxQueue) {
 		return
 	}
 	o.log.Error("outbox: recording deliveries", "queue", queue.String(), "error", err)
-	o.delivered.Lock()
-	defer o.delivered.Unlock()
-	if u := o.delivered.byQueue[queue]; len(u.ids) > 0 && !u.armed && o.running.Load() {
-		u.armed = true
-		time.AfterFunc(o.linger, func() { o.flushLater(queue) })
-	}
 }
 
 // takeDelivered takes the ids queue's worker keeps, for a deletion; putBackDelivered returns
-// those a failed deletion left, ahead of any kept meanwhile.
+// those a failed deletion left, ahead of any kept meanwhile, and while the outbox runs sets the
+// timer again for them.
 func (o *Outbox) takeDelivered(queue models.OutboxQueue) []string {
 	o.delivered.Lock()
 	defer o.delivered.Unlock()
@@ -1019,6 +1020,9 @@ func (o *Outbox) putBackDelivered(queue models.OutboxQueue, ids []string) {
 	defer o.delivered.Unlock()
 	u := o.delivered.byQueue[queue]
 	u.ids = append(ids, u.ids...)
+	if o.running.Load() {
+		o.armLocked(queue, u, max(o.linger, pollInterval)) // the database is failing: no hurry
+	}
 }
 
 // flushDelivered deletes the messages of queue kept by keepDelivered, now. Ids whose deletion
