@@ -87,7 +87,8 @@ func (h *API) revokeAll(c *fiber.Ctx, keepCurrent bool) error {
 // deleteUser is POST /delete-user (better-auth's deleteUser): the account is deleted with the
 // service's grace period, every session ends, and signing in before the grace period ends
 // restores it. The session must have signed in within auth.FreshAge, 20 minutes (better-auth's
-// default is a session updated within a day), else 400 SESSION_EXPIRED, as better-auth answers a session past its freshness.
+// default is a session signed in within a day), else 400 SESSION_EXPIRED, as better-auth answers
+// a session past its freshness.
 func (h *API) deleteUser(c *fiber.Ctx) error {
 	if err := h.body.read(c, &deleteUserRequest{}); err != nil {
 		return err
