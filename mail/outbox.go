@@ -433,9 +433,7 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 	defer ticker.Stop()
 	// What was delivered and not yet deleted is deleted at a stop, also when ctx has ended.
 	defer func() {
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-		if err := o.flushDelivered(flushCtx, queue); err != nil {
+		if err := o.flushDelivered(ctx, queue); err != nil {
 			o.log.ErrorContext(ctx, "outbox: recording deliveries at a stop", "queue", queue.String(), "error", err)
 		}
 	}()
@@ -516,10 +514,7 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 		report.add(pass)
 		// What this pass or the worker delivered is deleted before DeliverDue returns, also
 		// after an error or a stop, as record would have.
-		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		ferr := o.flushDelivered(recordCtx, queue)
-		cancel()
-		if err = errors.Join(err, ferr); err != nil {
+		if err = errors.Join(err, o.flushDelivered(ctx, queue)); err != nil {
 			return report, err
 		}
 	}
@@ -991,13 +986,9 @@ func (o *Outbox) flushLater(queue models.OutboxQueue) {
 	o.delivered.Lock()
 	o.delivered.byQueue[queue].armed = false
 	o.delivered.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-	err := o.flushDelivered(ctx, queue)
-	cancel()
-	if err == nil {
-		return
+	if err := o.flushDelivered(context.Background(), queue); err != nil {
+		o.log.Error("outbox: recording deliveries", "queue", queue.String(), "error", err)
 	}
-	o.log.Error("outbox: recording deliveries", "queue", queue.String(), "error", err)
 }
 
 // takeDelivered takes the ids queue's worker keeps, for a deletion; putBackDelivered returns
@@ -1025,13 +1016,16 @@ func (o *Outbox) putBackDelivered(queue models.OutboxQueue, ids []string) {
 	}
 }
 
-// flushDelivered deletes the messages of queue kept by keepDelivered, now. Ids whose deletion
+// flushDelivered deletes the messages of queue kept by keepDelivered, now, within recordTimeout
+// and also when ctx has ended (a stop: what went out must not go out again). Ids whose deletion
 // fails are kept for the next.
 func (o *Outbox) flushDelivered(ctx context.Context, queue models.OutboxQueue) error {
 	ids := o.takeDelivered(queue)
 	if len(ids) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
 	if err := o.store.DeleteSentOutbox(ctx, ids); err != nil {
 		o.putBackDelivered(queue, ids)
 		return err

@@ -509,11 +509,11 @@ func (p *pipeline) roundTrip(ctx context.Context, waiting []pendingStatement) (l
 // which closed the connection before any statement was answered, means the connection was dead
 // before it was used (as every pooled connection is after a restart or a failover, until the
 // pool tries it), so that the round trip may go again, whole, on another: nothing was sent (or
-// only pgx's preparation of it, notSent); or the server had ended the session (it answers in order, so none of the statements ran, a COMMIT
-// among them included); or the round trip was a transaction's first and held no COMMIT, so
-// nothing of it can have committed. The service learns of a dead connection only by using it;
-// without this, each connection in the pool would cost a request a 503 after the database came
-// back.
+// only pgx's preparation of it, notSent); or the server had ended the session (it answers in
+// order, so none of the statements ran, a COMMIT among them included); or the round trip was a
+// transaction's first and held no COMMIT, so nothing of it can have committed. The service
+// learns of a dead connection only by using it; without this, each connection in the pool would
+// cost a request a 503 after the database came back.
 func foundDead(err error, waiting []pendingStatement, answered int, closed bool) bool {
 	if !closed || answered > 0 {
 		return false // a statement's ERROR, which leaves the connection well, or one that ran
