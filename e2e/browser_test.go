@@ -88,11 +88,16 @@ type Tab struct {
 	jsOff bool
 }
 
+// tabDeadline bounds everything one tab does.
+const tabDeadline = 4 * time.Minute
+
 // newTab opens a tab for env's server.
 func newTab(t *testing.T, env *testkit.Env) *Tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(startBrowser(t), chromedp.WithNewBrowserContext())
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	// A guard against a hung page, not a measure of speed: a tab of many pages in several
+	// languages took over a minute on a CI host also building the image and running -race.
+	ctx, cancelTimeout := context.WithTimeout(ctx, tabDeadline)
 	tab := &Tab{ctx: ctx, t: t, env: env}
 	t.Cleanup(func() {
 		cancelTimeout()
