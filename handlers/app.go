@@ -89,12 +89,17 @@ func NewApp(d Deps) *fiber.App {
 	sessions := middleware.NewSessions(d.Auth, credential.NewSigner(d.Secret), d.CookiePrefix, d.Secure)
 	site := pages.Site{Name: siteName, PrivacyURL: d.PrivacyURL, TermsURL: d.TermsURL}
 	errorHandler := ErrorHandler(log, site, locales, sessions)
+	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
+	accessLog := middleware.NewAccessLog(log, errorHandler, d.Observer, ips)
 	// What the HTTP server refuses before the middleware chain runs (a body over BodyLimit, a
-	// malformed request, headers too large) reaches Fiber's ErrorHandler with a context no
-	// middleware has seen: it gets the security headers here, from the same list.
+	// malformed request, headers too large, an unknown method) reaches Fiber's ErrorHandler with
+	// a context no middleware has seen: it gets a request id, an access-log line and the security
+	// headers here, from the same places as every other answer.
 	serverErrors := func(c *fiber.Ctx, err error) error {
-		middleware.SetSecurityHeaders(c, d.Secure)
-		return errorHandler(c, err)
+		return accessLog.Refused(c, func() error {
+			middleware.SetSecurityHeaders(c, d.Secure)
+			return errorHandler(c, err)
+		})
 	}
 	app := fiber.New(fiber.Config{
 		AppName:               "codeauth",
@@ -110,7 +115,6 @@ func NewApp(d Deps) *fiber.App {
 	})
 	middleware.HookServer(app)
 
-	ips := middleware.NewIPResolver(d.TrustedProxies, d.NoProxy, log)
 	origins := middleware.NewOrigins(d.BaseURL, d.TrustedOrigins)
 	store := d.RateStore
 	if store == nil {
@@ -123,10 +127,10 @@ func NewApp(d Deps) *fiber.App {
 	guard := middleware.NewPageGuard(sessions)
 
 	if d.Tracer != nil {
-		// Outermost: the span covers the whole request, and sees the status RequestContext sends.
+		// Outermost: the span covers the whole request, and sees the status the access log's handler sends.
 		app.Use(middleware.Tracing(d.Tracer))
 	}
-	app.Use(middleware.RequestContext(log, errorHandler, d.Observer))
+	app.Use(accessLog.Handler())
 	app.Use(ips.Handler())
 	app.Use(recover.New())
 	app.Use(middleware.SecurityHeaders(d.Secure))

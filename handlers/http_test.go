@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -182,6 +183,21 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 			t.Fatalf("%s: no HSTS in %v", what, r.Header)
 		}
 	}
+	// Every refusal, though no middleware ran, carries a request id and has its access-log line.
+	logged := func(r *testkit.Response, what string) {
+		t.Helper()
+		id := r.Header.Get("X-Request-Id")
+		if id == "" {
+			t.Fatalf("%s: no X-Request-Id in %v", what, r.Header)
+		}
+		want := fmt.Sprintf("status=%d", r.Status)
+		for _, line := range strings.Split(e.Logs.String(), "\n") {
+			if strings.Contains(line, "msg=request ") && strings.Contains(line, want) && strings.Contains(line, "request_id="+id) {
+				return
+			}
+		}
+		t.Fatalf("%s: no access-log line with %s and request_id=%s:\n%s", what, want, id, e.Logs.String())
+	}
 	overLimitLength := func(path string) string {
 		return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20000\r\n\r\n"
 	}
@@ -190,6 +206,7 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 		r.ExpectError(t, 413, "PAYLOAD_TOO_LARGE")
 		expectAPIHeaders(t, r, name+" body over the limit to the API")
 		hsts(r, name)
+		logged(r, name+" body over the limit to the API")
 	}
 	r := rawAnswer(t, e, "POST", overLimitLength("/auth/verify"))
 	if r.Status != 413 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
@@ -197,6 +214,7 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 	}
 	expectPageHeaders(t, r, "Content-Length over the limit to a page")
 	hsts(r, "page")
+	logged(r, "Content-Length over the limit to a page")
 	// The path is lost, so the answer is the API's: a chunked body over the limit (fasthttp resets
 	// the request), headers over the 8 KiB read buffer (exactly 8 KiB sent, so the server reads
 	// all of it), a broken chunk.
@@ -208,16 +226,22 @@ func TestServerErrors_CarryTheAppsHeaders(t *testing.T) {
 	r = rawAnswer(t, e, "GET", tooLarge)
 	r.ExpectError(t, 431, "HEADERS_TOO_LARGE")
 	expectAPIHeaders(t, r, "headers too large")
+	logged(r, "headers too large")
 	r = rawAnswer(t, e, "POST", "POST /auth/verify HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
 	r.ExpectError(t, 400, "BAD_REQUEST")
 	expectAPIHeaders(t, r, "broken chunk")
 	hsts(r, "broken chunk")
-	// A method the router does not know, which Fiber would answer in plain text by itself: 501,
-	// and the connection is closed (rawAnswer checks).
+	logged(r, "broken chunk")
+	// A method the router does not know, which Fiber would answer in plain text by itself: 400
+	// (the client's error, never a 5xx), and the connection is closed (rawAnswer checks).
 	r = rawAnswer(t, e, "FOO", "FOO /api/auth/ok HTTP/1.1\r\nHost: x\r\n\r\n")
-	r.ExpectError(t, 501, "NOT_IMPLEMENTED")
+	r.ExpectError(t, 400, "BAD_REQUEST")
+	if !strings.Contains(string(r.Body), "Unknown request method") {
+		t.Fatalf("unknown method: %s", r.Body)
+	}
 	expectAPIHeaders(t, r, "unknown method")
 	hsts(r, "unknown method")
+	logged(r, "unknown method")
 }
 
 // Catalogue #118, ASVS 4.2.1: a request whose body length another server on the way could read
@@ -274,7 +298,7 @@ func TestFraming_AmbiguousRequestsAreRefusedAndTheConnectionClosed(t *testing.T)
 	// middleware runs), so its connection is closed whatever its framing.
 	conn, br := dial(t, e)
 	send(t, conn, "FOO /api/auth/ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"+chunkedBody+next)
-	if resp, _ := readAnswer(t, br, "FOO"); resp.StatusCode != 501 || !resp.Close {
+	if resp, _ := readAnswer(t, br, "FOO"); resp.StatusCode != 400 || !resp.Close {
 		t.Fatalf("an unknown method: %d, Connection %q", resp.StatusCode, resp.Header.Get("Connection"))
 	}
 	expectClosed(t, br, "unknown method")

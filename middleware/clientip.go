@@ -54,16 +54,21 @@ func NewIPResolver(trusted []netip.Prefix, direct bool, log *slog.Logger) *IPRes
 // Handler resolves the address of each request once and keeps it for ClientIP and RateKey.
 func (r *IPResolver) Handler() fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		addr, ok := r.resolve(c)
-		if !ok {
-			r.warn.Do(func() {
-				r.log.WarnContext(c.UserContext(), "a client address could not be resolved: x-forwarded-for holds several "+
-					"addresses and AUTH_TRUSTED_PROXIES does not cover them; such requests share one rate-limit bucket per route")
-			})
-		}
-		c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok, configured: r.direct || len(r.trusted) > 0})
+		r.note(c)
 		return c.Next()
 	}
+}
+
+// note resolves c's client address and keeps it in c's locals (ClientIP, VouchedIP).
+func (r *IPResolver) note(c *fiber.Ctx) {
+	addr, ok := r.resolve(c)
+	if !ok {
+		r.warn.Do(func() {
+			r.log.WarnContext(c.UserContext(), "a client address could not be resolved: x-forwarded-for holds several "+
+				"addresses and AUTH_TRUSTED_PROXIES does not cover them; such requests share one rate-limit bucket per route")
+		})
+	}
+	c.Locals(clientAddrKey, clientAddr{addr: addr, ok: ok, configured: r.direct || len(r.trusted) > 0})
 }
 
 func (r *IPResolver) resolve(c *fiber.Ctx) (netip.Addr, bool) {

@@ -36,45 +36,90 @@ func newRequestIDs() *requestIDs {
 
 func (r *requestIDs) next() string { return r.prefix + strconv.FormatUint(r.n.Add(1), 36) }
 
-// RequestContext gives each request an id, sets X-Request-Id, puts the id in the request's
-// context for log lines written further down, and writes one access-log line per request. Errors
-// returned by handlers are turned into responses here, by errorHandler, so the line records the
-// final status.
+// AccessLog gives each request an id, sets X-Request-Id, puts the id in the request's context
+// for log lines written further down, and writes one access-log line per request: through
+// Handler for what the router serves, and through Refused for what the HTTP server refuses
+// before any middleware runs (a body or headers too large, a malformed request, an unknown
+// method), so that those are logged, counted and answered with an id too.
 //
 // The line holds the method, the path without its query string (which may carry a link token),
 // the status, the duration and the client address; never headers, cookies or bodies.
 //
 // With an observer, each answered request is also reported to it, by the route it matched.
-func RequestContext(log *slog.Logger, errorHandler fiber.ErrorHandler, observer Observer) fiber.Handler {
-	ids := newRequestIDs()
+type AccessLog struct {
+	log          *slog.Logger
+	errorHandler fiber.ErrorHandler
+	observer     Observer
+	ips          *IPResolver
+	ids          *requestIDs
+}
+
+// NewAccessLog returns the access log of an app whose errors errorHandler answers; ips, when
+// set, resolves the client's address of a request Refused answers (Handler's requests have it
+// resolved by the IP resolver's middleware).
+func NewAccessLog(log *slog.Logger, errorHandler fiber.ErrorHandler, observer Observer, ips *IPResolver) *AccessLog {
+	return &AccessLog{log: log, errorHandler: errorHandler, observer: observer, ips: ips, ids: newRequestIDs()}
+}
+
+// Handler is the outermost middleware of the app's own: errors returned further in are turned
+// into responses here, by the error handler, so the line records the final status.
+func (a *AccessLog) Handler() fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		start := time.Now()
-		id := ids.next()
-		c.Set(RequestIDHeader, id)
-		c.SetUserContext(auth.WithRequest(c.UserContext(), &request{id: id, c: c}))
+		start := a.begin(c)
 		if err := c.Next(); err != nil {
-			if herr := errorHandler(c, err); herr != nil {
+			if herr := a.errorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
-		status := c.Response().StatusCode()
-		took := time.Since(start)
-		if observer != nil {
-			observer.Request(c.Method(), RouteOf(c), status, took)
-		}
-		level := slog.LevelInfo
-		if status >= 500 {
-			level = slog.LevelError
-		}
-		log.LogAttrs(c.UserContext(), level, AccessLogMessage,
-			slog.String("method", c.Method()),
-			slog.String("path", c.Path()),
-			slog.Int("status", status),
-			slog.Duration("duration", took),
-			slog.String("ip", ClientIP(c)),
-		)
+		a.end(c, start, RouteOf(c))
 		return nil
 	}
+}
+
+// Refused answers, with answer, a request the HTTP server refused before the middleware chain
+// ran, and logs it as Handler logs the others.
+func (a *AccessLog) Refused(c *fiber.Ctx, answer func() error) error {
+	start := a.begin(c)
+	if a.ips != nil {
+		a.ips.note(c)
+	}
+	err := answer()
+	if err != nil {
+		_ = c.SendStatus(fiber.StatusInternalServerError)
+	}
+	// No route matched it; and Fiber's Route for an unrouted request is its path as sent, which
+	// must never become a metric's label.
+	a.end(c, start, UnmatchedRoute)
+	return nil
+}
+
+// begin gives c its id.
+func (a *AccessLog) begin(c *fiber.Ctx) time.Time {
+	start := time.Now()
+	id := a.ids.next()
+	c.Set(RequestIDHeader, id)
+	c.SetUserContext(auth.WithRequest(c.UserContext(), &request{id: id, c: c}))
+	return start
+}
+
+// end reports c, answered, to the observer under route, and logs it.
+func (a *AccessLog) end(c *fiber.Ctx, start time.Time, route string) {
+	status := c.Response().StatusCode()
+	took := time.Since(start)
+	if a.observer != nil {
+		a.observer.Request(c.Method(), route, status, took)
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	a.log.LogAttrs(c.UserContext(), level, AccessLogMessage,
+		slog.String("method", c.Method()),
+		slog.String("path", c.Path()),
+		slog.Int("status", status),
+		slog.Duration("duration", took),
+		slog.String("ip", ClientIP(c)),
+	)
 }
 
 // Observer is told what the HTTP layer did, for the metrics: every answered request, and every

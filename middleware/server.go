@@ -20,9 +20,9 @@ type pathLostKey struct{}
 //     is refused before the reset and keeps its path), and JSON with the API's headers is the
 //     most restrictive answer;
 //   - a method the router does not know, which Fiber answers by itself in plain text without any
-//     of the app's headers, is answered 501 by the app's error handler, and its connection is
-//     closed: such a request never reaches the middleware chain, Framing included, so nothing
-//     sent after it on the connection may be read as a request of its own.
+//     of the app's headers, is answered by the app's error handler with ErrUnknownMethod, and its
+//     connection is closed: such a request never reaches the middleware chain, Framing
+//     included, so nothing sent after it on the connection may be read as a request of its own.
 //
 // It must be called once, before app serves.
 func HookServer(app *fiber.App) {
@@ -42,7 +42,7 @@ func HookServer(app *fiber.App) {
 			ctx.SetConnectionClose()
 			c := app.AcquireCtx(ctx)
 			defer app.ReleaseCtx(c)
-			if err := app.Config().ErrorHandler(c, fiber.ErrNotImplemented); err != nil {
+			if err := app.Config().ErrorHandler(c, ErrUnknownMethod); err != nil {
 				ctx.SetStatusCode(fiber.StatusInternalServerError)
 			}
 			return
@@ -50,6 +50,11 @@ func HookServer(app *fiber.App) {
 		handler(ctx)
 	}
 }
+
+// ErrUnknownMethod refuses a request whose method the router does not know: 400, as Node's HTTP
+// server (and so better-auth) answers one, rather than the 501 of RFC 9110, since the request is
+// the client's error and the service's answers in the 500s mean its own.
+var ErrUnknownMethod = fiber.NewError(fiber.StatusBadRequest, "Unknown request method")
 
 // knownMethod reports whether the router knows method (NewApp keeps Fiber's default methods).
 func knownMethod(method []byte) bool {

@@ -58,6 +58,7 @@ var (
 	errUnavailable          = newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable")
 	// domainErrors answer what auth and the middleware refuse.
 	domainErrors = map[error]*Error{
+		middleware.ErrUnknownMethod:    newError(fiber.StatusBadRequest, "BAD_REQUEST", "Unknown request method"),
 		auth.ErrInvalidEmail:           newError(fiber.StatusBadRequest, "INVALID_EMAIL", "Invalid email"),
 		auth.ErrInvalidOTP:             newError(fiber.StatusBadRequest, "INVALID_OTP", "Invalid OTP"),
 		auth.ErrOTPExpired:             newError(fiber.StatusBadRequest, "OTP_EXPIRED", "OTP expired"),
@@ -101,7 +102,6 @@ var (
 		fiber.StatusRequestTimeout:              newError(fiber.StatusRequestTimeout, "REQUEST_TIMEOUT", "Request timeout"),
 		fiber.StatusRequestEntityTooLarge:       newError(fiber.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "Request body is too large"),
 		fiber.StatusRequestHeaderFieldsTooLarge: newError(fiber.StatusRequestHeaderFieldsTooLarge, "HEADERS_TOO_LARGE", "Request headers are too large"),
-		fiber.StatusNotImplemented:              newError(fiber.StatusNotImplemented, "NOT_IMPLEMENTED", "Request method not implemented"),
 	}
 )
 

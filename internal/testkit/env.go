@@ -190,7 +190,8 @@ func (e *Env) start(opts []Option, shared *models.Store) {
 		t.Fatal(err)
 	}
 	e.URL = "http://" + ln.Addr().String()
-	log := slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Each record of a request carries its request_id, as the command's log does (main.go).
+	log := slog.New(middleware.LogHandler(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s := setup{
 		env: map[string]string{
 			"PORT":        strconv.Itoa(ln.Addr().(*net.TCPAddr).Port),
