@@ -131,8 +131,11 @@ func (s *Service) AuditLog(ctx context.Context, st *SessionState, q models.Audit
 		q.Limit = DefaultUserPage
 	}
 	q.Limit, q.Offset = min(q.Limit, MaxUserPage), max(q.Offset, 0)
-	if q.SubjectID != "" && !canonicalUUID(q.SubjectID) || !queryText(q.Action) {
+	if q.SubjectID != "" && !canonicalUUID(q.SubjectID) {
 		return nil, 0, q, ErrInvalidUserQuery
+	}
+	if !queryText(q.Action) {
+		return nil, 0, q, ErrInvalidAuditAction
 	}
 	events, total, err := s.store.AuditLog(ctx, q)
 	return events, total, q, err

@@ -37,8 +37,12 @@ var (
 	ErrNotAdmin = errors.New("auth: not an admin")
 	// ErrUnknownRole means a role other than "admin" and "user" was asked for.
 	ErrUnknownRole = errors.New("auth: no such role")
-	// ErrInvalidUserQuery means list-users named a field or operator it cannot search by.
+	// ErrInvalidUserQuery means list-users named a field or operator it cannot search by, or the
+	// audit log was asked for an account by something that is not an account's id.
 	ErrInvalidUserQuery = errors.New("auth: invalid user query")
+	// ErrInvalidAuditAction means the audit log was asked for an action that no action's name
+	// could be (not valid UTF-8, or holding a NUL).
+	ErrInvalidAuditAction = errors.New("auth: invalid audit action")
 	// ErrNothingToUpdate means an update named nothing to change.
 	ErrNothingToUpdate = errors.New("auth: no data to update")
 	// ErrCannotBanSelf and ErrCannotRemoveSelf refuse an admin acting on their own account.

@@ -107,8 +107,14 @@ func TestAudit_AccountEvents(t *testing.T) {
 		e.Get("/api/auth/admin/audit-log", bearer(user)...).ExpectError(t, http.StatusForbidden, "YOU_ARE_NOT_ALLOWED_TO_READ_THE_AUDIT_LOG")
 		e.Get("/api/auth/admin/audit-log").ExpectError(t, http.StatusUnauthorized, "UNAUTHORIZED")
 		e.Get("/api/auth/admin/audit-log?limit=x", bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
-		e.Get("/api/auth/admin/audit-log?userId=abc", bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
-		e.Get("/api/auth/admin/audit-log?action=a%00b", bearer(admin)...).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+		// Each refusal names the parameter it refused.
+		for query, field := range map[string]string{"userId=abc": "[query.userId]", "action=a%00b": "[query.action]", "action=%FF": "[query.action]"} {
+			r := e.Get("/api/auth/admin/audit-log?"+query, bearer(admin)...)
+			r.ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+			if !strings.Contains(string(r.Body), field) {
+				t.Errorf("audit-log?%s: %s, want it to name %s", query, r.Body, field)
+			}
+		}
 	}, withAdmin)
 }
 
