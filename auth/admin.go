@@ -40,7 +40,7 @@ const (
 	// ImpersonationLifetime is how long a session an admin opens as another user lasts
 	// (better-auth's default impersonationSessionDuration).
 	ImpersonationLifetime = time.Hour
-	// MaxBanReason is the longest ban reason kept, in bytes.
+	// MaxBanReason is the longest ban reason, in characters.
 	MaxBanReason = 500
 	// MaxTypedBanLength is the longest ban a person types (ParseBanLength); longer is a ban
 	// until lifted.
@@ -285,8 +285,11 @@ func (s *Service) AdminUpdateUser(ctx context.Context, st *SessionState, id stri
 	return u, err
 }
 
+// FieldBanReason names the ban reason in a FieldError.
+const FieldBanReason = "banReason"
+
 // BanUser bans an account, for expiresIn (0: for good; a part of a second counts as a whole one)
-// and with reason (may be ""), and ends every session of it, and those it opened as others, at
+// and with reason (may be ""; a FieldError when it breaks validateText's rules), and ends every session of it, and those it opened as others, at
 // once. An admin cannot ban themself, nor the last admin in force (ErrLastAdmin).
 func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason string, expiresIn time.Duration) (models.User, error) {
 	if err := requireAdmin(st); err != nil {
@@ -298,8 +301,14 @@ func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason stri
 	if expiresIn < 0 {
 		return models.User{}, ErrInvalidBanLength
 	}
+	// The reason is shown to admins and may be to the account: held to a name's rules (no
+	// control, bidirectional or invisible characters), and refused, not cut, past MaxBanReason.
+	reason, err := validateText(FieldBanReason, reason, MaxBanReason)
+	if err != nil {
+		return models.User{}, err
+	}
 	var why *string
-	if reason = cleanText(strings.TrimSpace(reason), MaxBanReason); reason != "" {
+	if reason != "" {
 		why = &reason
 	}
 	var until *time.Time

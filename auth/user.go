@@ -26,25 +26,31 @@ const maxImageURLLength = 2048
 // sequences, and variation selectors after a visible character. A name that is not empty must
 // have at least one visible character, so no combination renders blank.
 func ValidateName(name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if !utf8.ValidString(name) {
-		return "", &FieldError{Field: "name", Reason: ReasonInvalidUTF8}
+	return validateText("name", name, MaxNameLength)
+}
+
+// validateText returns text, the value of field, trimmed of surrounding spaces, or a FieldError:
+// at most max characters, held to ValidateName's rules.
+func validateText(field, text string, max int) (string, error) {
+	text = strings.TrimSpace(text)
+	if !utf8.ValidString(text) {
+		return "", &FieldError{Field: field, Reason: ReasonInvalidUTF8}
 	}
-	if utf8.RuneCountInString(name) > MaxNameLength {
-		return "", &FieldError{Field: "name", Reason: ReasonTooLong, Max: MaxNameLength}
+	if utf8.RuneCountInString(text) > max {
+		return "", &FieldError{Field: field, Reason: ReasonTooLong, Max: max}
 	}
-	runes := []rune(name)
+	runes := []rune(text)
 	visible := false
 	for i, r := range runes {
 		if !nameRuneAllowed(runes, i) {
-			return "", &FieldError{Field: "name", Reason: ReasonInvisible}
+			return "", &FieldError{Field: field, Reason: ReasonInvisible}
 		}
 		visible = visible || visibleRune(r)
 	}
-	if name != "" && !visible {
-		return "", &FieldError{Field: "name", Reason: ReasonNoVisible}
+	if text != "" && !visible {
+		return "", &FieldError{Field: field, Reason: ReasonNoVisible}
 	}
-	return name, nil
+	return text, nil
 }
 
 // validateImage accepts an absolute http(s) URL of at most maxImageURLLength characters once

@@ -64,6 +64,11 @@ func TestAdminPages_Refusals(t *testing.T) {
 			!strings.Contains(string(r.Body), "Choose how long the ban lasts.") || !live(t, e, user) {
 			t.Fatalf("a negative ban length: %d", r.Status)
 		}
+		// A reason that could disguise what it says is refused on the page, in words, as a name is.
+		if r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"24h"}, "reason": {"pay \u202egnp.exe"}}); r.Status != http.StatusUnprocessableEntity ||
+			!strings.Contains(string(r.Body), "Use at most 500 characters, with no control or invisible characters.") || !live(t, e, user) {
+			t.Fatalf("a reason with a bidirectional override: %d", r.Status)
+		}
 		r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"24h"}, "reason": {"spam"}})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/admin/users/"+user.UserID+"?done=banned" || live(t, e, user) {
 			t.Fatalf("a ban: %d %v", r.Status, r.Header.Get("Location"))

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"codeauth/auth"
 	"codeauth/internal/testkit"
 	"codeauth/models"
 )
@@ -206,6 +207,35 @@ func TestAdmin_BanUser(t *testing.T) {
 		adminPost(e, admin, "ban-user", map[string]any{"userId": admin.UserID}).ExpectError(t, http.StatusBadRequest, "YOU_CANNOT_BAN_YOURSELF")
 		adminPost(e, admin, "ban-user", map[string]any{"userId": "00000000-0000-0000-0000-000000000000"}).ExpectError(t, http.StatusNotFound, "USER_NOT_FOUND")
 		adminPost(e, admin, "ban-user", map[string]any{"userId": a.UserID, "banExpiresIn": -5}).ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+		// A reason is held to a name's rules, and refused, not cut, past its length; a length
+		// past a hundred years is named too big. None of them bans anyone.
+		for body, want := range map[string]string{
+			`{"userId":"` + a.UserID + `","banReason":"` + strings.Repeat("x", auth.MaxBanReason+1) + `"}`: "[body.banReason] Too big: expected string to have <=500 characters",
+			`{"userId":"` + a.UserID + `","banReason":"pay me \u202egnp.exe"}`:                             "[body.banReason] Invalid input: control and invisible characters are not allowed",
+			`{"userId":"` + a.UserID + `","banReason":"a\u0000b"}`:                                         "[body.banReason] Invalid input: control and invisible characters are not allowed",
+			`{"userId":"` + a.UserID + `","banReason":"\u200b"}`:                                           "[body.banReason] Invalid input: control and invisible characters are not allowed",
+			`{"userId":"` + a.UserID + `","banExpiresIn":9223372036}`:                                      "[body.banExpiresIn] Too big: expected at most 3153600000 seconds",
+		} {
+			r := e.Do(testkit.Request{Method: http.MethodPost, Path: "/api/auth/admin/ban-user", Body: body, ContentType: "application/json",
+				Header: http.Header{"Authorization": {"Bearer " + admin.Bearer}}})
+			r.ExpectError(t, http.StatusBadRequest, "VALIDATION_ERROR")
+			var answer struct{ Message string }
+			if r.Decode(t, &answer); !strings.HasPrefix(answer.Message, want) {
+				t.Errorf("ban-user %.60s: %q, want %q", body, answer.Message, want)
+			}
+		}
+		if !live(t, e, a) {
+			t.Fatal("a refused ban ended a session")
+		}
+		// Exactly the longest reason, spaces around it trimmed, is kept whole.
+		longest := strings.Repeat("é", auth.MaxBanReason)
+		var kept struct{ User wireUser }
+		adminPost(e, admin, "ban-user", map[string]any{"userId": b.UserID, "banReason": "  " + longest + " "}).Decode(t, &kept)
+		if kept.User.BanReason == nil || *kept.User.BanReason != longest {
+			t.Fatalf("the longest reason: %v", kept.User.BanReason)
+		}
+		adminPost(e, admin, "unban-user", map[string]any{"userId": b.UserID}).Decode(t, &struct{}{})
+		b = e.SignIn(victim)
 		var banned struct{ User wireUser }
 		adminPost(e, admin, "ban-user", map[string]any{"userId": a.UserID, "banReason": "spam", "banExpiresIn": 3600}).Decode(t, &banned)
 		if !banned.User.Banned || banned.User.BanReason == nil || *banned.User.BanReason != "spam" || banned.User.BanExpires == nil ||

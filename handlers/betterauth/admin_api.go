@@ -3,6 +3,7 @@ package betterauth
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -363,15 +364,21 @@ func (r *banUserRequest) decode(b *jsonBody) error {
 	if secs := b.optNumber("banExpiresIn"); secs != nil {
 		// At most a hundred years: a longer ban is a ban for good, and the time must fit.
 		// 0 is "not given", as better-auth reads it: a ban for good.
-		if *secs < 0 || math.IsNaN(*secs) || *secs > 100*365*24*3600 {
+		switch {
+		case *secs < 0 || math.IsNaN(*secs):
 			b.issue("banExpiresIn", "Invalid input: expected a number of seconds, 0 (for good) or more")
-		} else {
+		case *secs > maxBanSeconds:
+			b.issue("banExpiresIn", fmt.Sprintf("Too big: expected at most %d seconds (100 years; 0 bans for good)", maxBanSeconds))
+		default:
 			// Whole seconds, rounded up: a fraction of a second must not become 0, "for good".
 			r.ExpiresIn = time.Duration(math.Ceil(*secs)) * time.Second
 		}
 	}
 	return nil
 }
+
+// maxBanSeconds is the longest banExpiresIn: a hundred years.
+const maxBanSeconds = 100 * 365 * 24 * 3600
 
 // defaultBanReason is the reason kept when an admin gives none (better-auth's).
 const defaultBanReason = "No reason"
@@ -629,6 +636,9 @@ func (h *API) adminAuditLog(c *fiber.Ctx) error {
 	events, total, used, err := h.auth.AuditLog(c.UserContext(), middleware.Current(c), q)
 	if errors.Is(err, auth.ErrInvalidUserQuery) {
 		return validationError("[query.userId] Invalid input: expected a user id")
+	}
+	if errors.Is(err, auth.ErrInvalidAuditAction) {
+		return validationError("[query.action] Invalid input: expected an action's name")
 	}
 	if err != nil {
 		return adminAnswer(err, errNotAllowedAudit)

@@ -69,8 +69,12 @@ func explain(l *i18n.Locale, err error, counted string) (problem, bool) {
 	}
 	var fe *auth.FieldError
 	if errors.As(err, &fe) {
-		// The name is the only field a page edits.
-		return problem{fiber.StatusUnprocessableEntity, l.Tf("problem.name_invalid", map[string]any{"Max": auth.MaxNameLength})}, true
+		// A name, or an admin's ban reason: the fields a page edits, held to the same rules.
+		most := auth.MaxNameLength
+		if fe.Field == auth.FieldBanReason {
+			most = auth.MaxBanReason
+		}
+		return problem{fiber.StatusUnprocessableEntity, l.Tf("problem.name_invalid", map[string]any{"Max": most})}, true
 	}
 	for target, r := range problems {
 		if errors.Is(err, target) {
