@@ -438,6 +438,7 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 		}
 	}()
 	claim := true // the first pass claims what waits from before the start
+	var outage outageLog
 	for {
 		// A kick that came while the last pass was running asked for what the pass below will
 		// see anyway: forget it, so it does not cost an empty pass afterwards.
@@ -459,8 +460,13 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 				err = cerr
 			}
 		}
-		if err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+		switch {
+		case err != nil && models.Unavailable(err) && ctx.Err() == nil:
+			outage.failed(ctx, o.log, queue, o.clock(), err)
+		case err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)):
 			o.log.ErrorContext(ctx, "outbox: delivering", "queue", queue.String(), "error", err)
+		case err == nil:
+			outage.ended(ctx, o.log, queue, o.clock())
 		}
 		claim = false
 		if ctx.Err() != nil {
@@ -978,6 +984,41 @@ func (o *Outbox) armLocked(queue models.OutboxQueue, u *unrecorded, wait time.Du
 		u.armed = true
 		time.AfterFunc(wait, func() { o.flushLater(queue) })
 	}
+}
+
+// outageRepeat is how often a worker repeats, while the database stays unavailable, that it is.
+const outageRepeat = time.Minute
+
+// outageLog is what a worker has said of the database being unavailable: as the requests do, a
+// warning with the cause, but once when it begins and then once each outageRepeat, not at every
+// pass, and a line when the worker gets through again.
+type outageLog struct {
+	since, said time.Time
+	passes      int
+}
+
+// failed notes a pass of queue's worker that failed at now because the database is unavailable.
+func (l *outageLog) failed(ctx context.Context, log *slog.Logger, queue models.OutboxQueue, now time.Time, err error) {
+	l.passes++
+	if l.since.IsZero() {
+		l.since = now
+	}
+	if !l.said.IsZero() && now.Sub(l.said) < outageRepeat {
+		return
+	}
+	l.said = now
+	log.WarnContext(ctx, "outbox: database unavailable, delivery waits", "queue", queue.String(),
+		"since", l.since, "failed_passes", l.passes, "error", err)
+}
+
+// ended notes a pass of queue's worker that got through at now, saying so after an outage.
+func (l *outageLog) ended(ctx context.Context, log *slog.Logger, queue models.OutboxQueue, now time.Time) {
+	if l.since.IsZero() {
+		return
+	}
+	log.InfoContext(ctx, "outbox: database available again, delivery resumes", "queue", queue.String(),
+		"unavailable_for", now.Sub(l.since).Round(time.Millisecond), "failed_passes", l.passes)
+	*l = outageLog{}
 }
 
 // flushLater is keepDelivered's timer: it deletes what queue's worker keeps (a failed deletion
