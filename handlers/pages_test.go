@@ -72,10 +72,17 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 		if strings.HasPrefix(p, "/api") || strings.HasPrefix(p, "/static") || p == "/healthz" || p == "/readyz" || strings.Contains(p, ":") {
 			continue
 		}
-		r := e.Do(testkit.Request{Method: route.Method, Path: p})
-		// The guard's answer sends the visitor back here after signing in; a handler that sends
-		// people to sign in by itself (signing out does) is not the guard and counts as public.
-		if r.Status == http.StatusSeeOther && r.Header.Get("Location") == middleware.SignInURL(p) {
+		// The guard's answer sends the visitor back here after signing in, or for a form's POST
+		// to the page it came from (its Referer); a handler that sends people to sign in by
+		// itself (signing out does) is not the guard and counts as public.
+		back := p
+		h := http.Header{}
+		if route.Method != http.MethodGet && route.Method != http.MethodHead {
+			back = "/the-form's-page"
+			h.Set("Referer", e.URL+back)
+		}
+		r := e.Do(testkit.Request{Method: route.Method, Path: p, Header: h})
+		if r.Status == http.StatusSeeOther && r.Header.Get("Location") == middleware.SignInURL(back) {
 			continue
 		}
 		public[route.Method+" "+p] = true
@@ -121,6 +128,26 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	r = e.Get("/account", "HX-Request", "true")
 	if r.Status != http.StatusUnauthorized || !strings.HasPrefix(r.Header.Get("HX-Redirect"), "/auth/sign-in") {
 		t.Fatalf("htmx request: %d HX-Redirect %q", r.Status, r.Header.Get("HX-Redirect"))
+	}
+	// A form's POST without a session goes back, after the sign-in, to the page the form was on
+	// (its Referer on this host), never to its action, which answers only a POST; without a
+	// Referer of this host, to the sign-in's default.
+	host := strings.TrimPrefix(e.URL, "http://")
+	for referer, want := range map[string]string{
+		e.URL + "/account?tab=profile":    "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile",
+		"":                                "/auth/sign-in",
+		"https://evil.test/account":       "/auth/sign-in",
+		"http://" + host + ".evil.test/x": "/auth/sign-in",
+		"%zz not a url":                   "/auth/sign-in",
+	} {
+		h := http.Header{"Origin": {e.URL}}
+		if referer != "" {
+			h.Set("Referer", referer)
+		}
+		r := e.Do(testkit.Request{Method: "POST", Path: "/account/name", Body: "name=x", ContentType: "application/x-www-form-urlencoded", Header: h})
+		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != want {
+			t.Errorf("POST /account/name, Referer %q: %d to %q, want %q", referer, r.Status, r.Header.Get("Location"), want)
+		}
 	}
 	// A signed-in visitor gets the page.
 	s := e.SignIn("alice@example.com")

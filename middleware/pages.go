@@ -81,13 +81,28 @@ func (g *PageGuard) Handler() fiber.Handler {
 		if st != nil {
 			return c.Next()
 		}
-		target := SignInURL(string(c.Request().URI().RequestURI()))
+		target := SignInURL(returnPath(c))
 		if c.Get("HX-Request") == "true" {
 			c.Set("HX-Redirect", target)
 			return c.SendStatus(fiber.StatusUnauthorized)
 		}
 		return c.Redirect(target, fiber.StatusSeeOther)
 	}
+}
+
+// returnPath is where a request for a private page goes back to once its sender has signed in:
+// the page itself for a GET or HEAD; for a form's POST, whose path is an action answered only to
+// a POST, the page the form was sent from, when the browser said so (a Referer of this host),
+// else nowhere in particular (the sign-in page's default).
+func returnPath(c *fiber.Ctx) string {
+	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
+		return string(c.Request().URI().RequestURI())
+	}
+	ref, err := url.Parse(c.Get(fiber.HeaderReferer))
+	if err != nil || ref.Host == "" || ref.Host != string(c.Request().Host()) {
+		return ""
+	}
+	return ref.RequestURI()
 }
 
 // SignInURL is the sign-in page with a redirect back to next, when next is a plain relative path
