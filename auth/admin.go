@@ -289,8 +289,9 @@ func (s *Service) AdminUpdateUser(ctx context.Context, st *SessionState, id stri
 const FieldBanReason = "banReason"
 
 // BanUser bans an account, for expiresIn (0: for good; a part of a second counts as a whole one)
-// and with reason (may be ""; a FieldError when it breaks validateText's rules), and ends every session of it, and those it opened as others, at
-// once. An admin cannot ban themself, nor the last admin in force (ErrLastAdmin).
+// and with reason (may be ""; a FieldError when it breaks validateText's rules), and ends every
+// session of it, and those it opened as others, at once. An admin cannot ban themself, nor the
+// last admin in force (ErrLastAdmin).
 func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason string, expiresIn time.Duration) (models.User, error) {
 	if err := requireAdmin(st); err != nil {
 		return models.User{}, err

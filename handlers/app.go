@@ -127,7 +127,8 @@ func NewApp(d Deps) *fiber.App {
 	guard := middleware.NewPageGuard(sessions)
 
 	if d.Tracer != nil {
-		// Outermost: the span covers the whole request, and sees the status the access log's handler sends.
+		// Outermost: the span covers the whole request, and sees the status the access log's
+		// handler sends.
 		app.Use(middleware.Tracing(d.Tracer))
 	}
 	app.Use(accessLog.Handler())

@@ -71,7 +71,7 @@ func (a *AccessLog) Handler() fiber.Handler {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
-		a.end(c, start, RouteOf(c))
+		a.end(c, start, RouteOf(c), c.Path())
 		return nil
 	}
 }
@@ -88,8 +88,12 @@ func (a *AccessLog) Refused(c *fiber.Ctx, answer func() error) error {
 		_ = c.SendStatus(fiber.StatusInternalServerError)
 	}
 	// No route matched it; and Fiber's Route for an unrouted request is its path as sent, which
-	// must never become a metric's label.
-	a.end(c, start, UnmatchedRoute)
+	// must never become a metric's label. A request the server reset has no path left to log.
+	path := c.Path()
+	if c.Locals(pathLostKey{}) != nil {
+		path = ""
+	}
+	a.end(c, start, UnmatchedRoute, path)
 	return nil
 }
 
@@ -102,8 +106,8 @@ func (a *AccessLog) begin(c *fiber.Ctx) time.Time {
 	return start
 }
 
-// end reports c, answered, to the observer under route, and logs it.
-func (a *AccessLog) end(c *fiber.Ctx, start time.Time, route string) {
+// end reports c, answered, to the observer under route, and logs it with path.
+func (a *AccessLog) end(c *fiber.Ctx, start time.Time, route, path string) {
 	status := c.Response().StatusCode()
 	took := time.Since(start)
 	if a.observer != nil {
@@ -115,7 +119,7 @@ func (a *AccessLog) end(c *fiber.Ctx, start time.Time, route string) {
 	}
 	a.log.LogAttrs(c.UserContext(), level, AccessLogMessage,
 		slog.String("method", c.Method()),
-		slog.String("path", c.Path()),
+		slog.String("path", path),
 		slog.Int("status", status),
 		slog.Duration("duration", took),
 		slog.String("ip", ClientIP(c)),

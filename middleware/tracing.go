@@ -13,8 +13,8 @@ import (
 // Tracing makes an OpenTelemetry span of each request under tp, named by its method and route
 // template ("POST /api/auth/sign-in/email-otp"), continuing the trace of an incoming W3C
 // traceparent header; the spans of the database's round trips (models) are its children. It runs
-// outside AccessLog.Handler, which turns a handler's error into the answer, so the span records the
-// status sent. Only the method, the route template, the status and the request id are recorded:
+// outside AccessLog.Handler, which turns a handler's error into the answer, so the span records
+// the status sent. Only the method, the route template, the status and the request id are recorded:
 // never the path as sent, the query string, headers or the client's address, which may hold
 // tokens or personal data.
 func Tracing(tp trace.TracerProvider) fiber.Handler {
