@@ -40,7 +40,7 @@ func KindOfPath(path string) PathKind {
 // KindOf is the kind of c's path, or APIPath for a request whose path the HTTP server lost before
 // the app saw it (see HookServer).
 func KindOf(c *fiber.Ctx) PathKind {
-	if c.Locals(pathLostKey{}) != nil {
+	if PathLost(c) {
 		return APIPath
 	}
 	return KindOfPath(c.Path())

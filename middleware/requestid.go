@@ -71,7 +71,7 @@ func (a *AccessLog) Handler() fiber.Handler {
 				_ = c.SendStatus(fiber.StatusInternalServerError)
 			}
 		}
-		a.end(c, start, RouteOf(c), c.Path())
+		a.end(c, start, c.Method(), RouteOf(c), c.Path())
 		return nil
 	}
 }
@@ -88,12 +88,13 @@ func (a *AccessLog) Refused(c *fiber.Ctx, answer func() error) error {
 		_ = c.SendStatus(fiber.StatusInternalServerError)
 	}
 	// No route matched it; and Fiber's Route for an unrouted request is its path as sent, which
-	// must never become a metric's label. A request the server reset has no path left to log.
-	path := c.Path()
-	if c.Locals(pathLostKey{}) != nil {
-		path = ""
+	// must never become a metric's label. A request the server reset has no method or path left
+	// to log (fasthttp's defaults stand in for them).
+	method, path := c.Method(), c.Path()
+	if PathLost(c) {
+		method, path = "", ""
 	}
-	a.end(c, start, UnmatchedRoute, path)
+	a.end(c, start, method, UnmatchedRoute, path)
 	return nil
 }
 
@@ -106,19 +107,19 @@ func (a *AccessLog) begin(c *fiber.Ctx) time.Time {
 	return start
 }
 
-// end reports c, answered, to the observer under route, and logs it with path.
-func (a *AccessLog) end(c *fiber.Ctx, start time.Time, route, path string) {
+// end reports c, answered, to the observer under method and route, and logs it with path.
+func (a *AccessLog) end(c *fiber.Ctx, start time.Time, method, route, path string) {
 	status := c.Response().StatusCode()
 	took := time.Since(start)
 	if a.observer != nil {
-		a.observer.Request(c.Method(), route, status, took)
+		a.observer.Request(method, route, status, took)
 	}
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelError
 	}
 	a.log.LogAttrs(c.UserContext(), level, AccessLogMessage,
-		slog.String("method", c.Method()),
+		slog.String("method", method),
 		slog.String("path", path),
 		slog.Int("status", status),
 		slog.Duration("duration", took),

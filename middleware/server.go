@@ -1,6 +1,10 @@
 package middleware
 
 import (
+	"errors"
+	"net"
+	"syscall"
+
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 )
@@ -29,6 +33,13 @@ func HookServer(app *fiber.App) {
 	srv := app.Server()
 	serverError := srv.ErrorHandler
 	srv.ErrorHandler = func(ctx *fasthttp.RequestCtx, err error) {
+		if connectionLost(err) {
+			// The client reset or broke the connection while sending: nobody is left to
+			// answer, and it is no failure of the service's (Fiber would answer 502), so it
+			// is neither answered, logged nor counted.
+			ctx.SetConnectionClose()
+			return
+		}
 		// A request that was read has header lines (HTTP/1.1 requires Host, and a request
 		// without any has no body that could fail); a reset one has none.
 		if len(ctx.Request.Header.RawHeaders()) == 0 {
@@ -50,6 +61,21 @@ func HookServer(app *fiber.App) {
 		handler(ctx)
 	}
 }
+
+// connectionLost reports an error of reading a request that says the connection itself failed
+// (reset, broken, closed under the read), not that the request was bad or slow: a network error
+// other than a timeout, as Fiber would turn into a 502.
+func connectionLost(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) && !netErr.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
+// PathLost reports whether c is a request whose line and headers the HTTP server dropped before
+// the app saw it (see HookServer): its method and path are fasthttp's defaults, not the client's.
+func PathLost(c *fiber.Ctx) bool { return c.Locals(pathLostKey{}) != nil }
 
 // ErrUnknownMethod refuses a request whose method the router does not know: 400, as Node's HTTP
 // server (and so better-auth) answers one, rather than the 501 of RFC 9110, since the request is
