@@ -78,7 +78,7 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 		back := p
 		h := http.Header{}
 		if route.Method != http.MethodGet && route.Method != http.MethodHead {
-			back = "/the-form's-page"
+			back = "/account?from=a-form"
 			h.Set("Referer", e.URL+back)
 		}
 		r := e.Do(testkit.Request{Method: route.Method, Path: p, Header: h})
@@ -134,11 +134,15 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	// Referer of this host, to the sign-in's default.
 	host := strings.TrimPrefix(e.URL, "http://")
 	for referer, want := range map[string]string{
-		e.URL + "/account?tab=profile":    "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile",
-		"":                                "/auth/sign-in",
-		"https://evil.test/account":       "/auth/sign-in",
-		"http://" + host + ".evil.test/x": "/auth/sign-in",
-		"%zz not a url":                   "/auth/sign-in",
+		e.URL + "/account?tab=profile":     "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile",
+		e.URL + "/Admin/users/some-id/":    "/auth/sign-in?redirect=%2FAdmin%2Fusers%2Fsome-id%2F",
+		e.URL + "/account/name":            "/auth/sign-in", // an action (a refused form is answered at its path)
+		e.URL + "/admin/users/some-id/ban": "/auth/sign-in",
+		e.URL + "/no-such-page":            "/auth/sign-in",
+		"":                                 "/auth/sign-in",
+		"https://evil.test/account":        "/auth/sign-in",
+		"http://" + host + ".evil.test/x":  "/auth/sign-in",
+		"%zz not a url":                    "/auth/sign-in",
 	} {
 		h := http.Header{"Origin": {e.URL}}
 		if referer != "" {

@@ -3,6 +3,7 @@ package middleware
 import (
 	"net/url"
 	"strings"
+	"sync"
 
 	"codeauth/auth"
 
@@ -25,6 +26,10 @@ var (
 type PageGuard struct {
 	sessions *Sessions
 	declared map[string]bool
+	// pages are the app's page routes a GET opens, as path segments (":id" stands for any one),
+	// read from the router at the first request that needs them, when every route is mounted.
+	pages     [][]string
+	pagesOnce sync.Once
 }
 
 // NewPageGuard returns a guard that reads sessions through s.
@@ -81,7 +86,7 @@ func (g *PageGuard) Handler() fiber.Handler {
 		if st != nil {
 			return c.Next()
 		}
-		target := SignInURL(returnPath(c))
+		target := SignInURL(g.returnPath(c))
 		if c.Get("HX-Request") == "true" {
 			c.Set("HX-Redirect", target)
 			return c.SendStatus(fiber.StatusUnauthorized)
@@ -92,17 +97,60 @@ func (g *PageGuard) Handler() fiber.Handler {
 
 // returnPath is where a request for a private page goes back to once its sender has signed in:
 // the page itself for a GET or HEAD; for a form's POST, whose path is an action answered only to
-// a POST, the page the form was sent from, when the browser said so (a Referer of this host),
-// else nowhere in particular (the sign-in page's default).
-func returnPath(c *fiber.Ctx) string {
+// a POST, the page the form was sent from, when the browser said so (a Referer of this host) and
+// it is a page a GET opens (a form refused without JavaScript is answered at its action's path,
+// which the next form sent from it names as its Referer); else nowhere in particular (the
+// sign-in page's default).
+func (g *PageGuard) returnPath(c *fiber.Ctx) string {
 	if c.Method() == fiber.MethodGet || c.Method() == fiber.MethodHead {
 		return string(c.Request().URI().RequestURI())
 	}
 	ref, err := url.Parse(c.Get(fiber.HeaderReferer))
-	if err != nil || ref.Host == "" || ref.Host != string(c.Request().Host()) {
+	if err != nil || ref.Host == "" || ref.Host != string(c.Request().Host()) || !g.isPage(c.App(), ref.Path) {
 		return ""
 	}
 	return ref.RequestURI()
+}
+
+// isPage reports whether a GET of path reaches one of app's page routes, matched as the router
+// matches (ASCII case folded, trailing slashes ignored).
+func (g *PageGuard) isPage(app *fiber.App, path string) bool {
+	g.pagesOnce.Do(func() {
+		for _, r := range app.GetRoutes(true) {
+			if r.Method == fiber.MethodGet && KindOfPath(r.Path) == PagePath {
+				g.pages = append(g.pages, pathSegments(r.Path))
+			}
+		}
+	})
+	segments := pathSegments(path)
+	for _, route := range g.pages {
+		if segmentsMatch(route, segments) {
+			return true
+		}
+	}
+	return false
+}
+
+// pathSegments splits a path, case folded and without its trailing slashes, at its slashes.
+func pathSegments(path string) []string {
+	return strings.Split(normalizePagePath(path), "/")
+}
+
+// segmentsMatch reports whether the segments of a path fit a route's: equal, or any one that is
+// not empty for a parameter (":id").
+func segmentsMatch(route, path []string) bool {
+	if len(route) != len(path) {
+		return false
+	}
+	for i, seg := range route {
+		if strings.HasPrefix(seg, ":") && path[i] != "" {
+			continue
+		}
+		if seg != path[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // SignInURL is the sign-in page with a redirect back to next, when next is a plain relative path
