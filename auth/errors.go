@@ -133,7 +133,12 @@ type FieldError struct {
 }
 
 // Error describes the rejected field.
-func (e *FieldError) Error() string { return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason) }
+func (e *FieldError) Error() string {
+	if e.Reason == ReasonTooLong && e.Max > 0 {
+		return fmt.Sprintf("auth: %s: %s (at most %d)", e.Field, e.Reason, e.Max)
+	}
+	return fmt.Sprintf("auth: %s: %s", e.Field, e.Reason)
+}
 
 // FieldReason says why a field was rejected.
 type FieldReason string

@@ -48,4 +48,9 @@ func TestOutageLog_WarnsOnceAMinuteAndSaysWhenItEnds(t *testing.T) {
 	if got := strings.Count(out.String(), "level=WARN"); got != 3 {
 		t.Fatalf("a new outage: %d warnings, want 3", got)
 	}
+	// A clock set back does not silence the outage until it catches up: the next pass warns.
+	l.failed(ctx, log, models.EmailQueue, start.Add(10*time.Second), cause)
+	if got := strings.Count(out.String(), "level=WARN"); got != 4 {
+		t.Fatalf("after the clock went back: %d warnings, want 4", got)
+	}
 }

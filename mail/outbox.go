@@ -455,18 +455,22 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 			claim = true
 		default:
 		}
+		claimed := false
 		if o.claimWanted[queue].Swap(false) || claim {
+			claimed = true
 			if _, cerr := o.deliverDue(ctx, queue); err == nil {
 				err = cerr
 			}
 		}
 		switch {
 		case err != nil && models.Unavailable(err) && ctx.Err() == nil:
-			outage.failed(ctx, o.log, queue, o.clock(), err)
+			outage.failed(ctx, o.log, queue, time.Now(), err)
 		case err != nil && (ctx.Err() == nil || !errors.Is(err, context.Canceled)):
 			o.log.ErrorContext(ctx, "outbox: delivering", "queue", queue.String(), "error", err)
-		case err == nil:
-			outage.ended(ctx, o.log, queue, o.clock())
+		case claimed:
+			// A claim went to the database and came back: a pass with nothing to claim or
+			// deliver may not have asked it anything.
+			outage.ended(ctx, o.log, queue, time.Now())
 		}
 		claim = false
 		if ctx.Err() != nil {
@@ -991,7 +995,8 @@ const outageRepeat = time.Minute
 
 // outageLog is what a worker has said of the database being unavailable: as the requests do, a
 // warning with the cause, but once when it begins and then once each outageRepeat, not at every
-// pass, and a line when the worker gets through again.
+// pass, and a line when the worker's claim gets through again. Its times are the machine's (a
+// clock set back during an outage makes the next pass warn at once).
 type outageLog struct {
 	since, said time.Time
 	passes      int
@@ -1003,7 +1008,7 @@ func (l *outageLog) failed(ctx context.Context, log *slog.Logger, queue models.O
 	if l.since.IsZero() {
 		l.since = now
 	}
-	if !l.said.IsZero() && now.Sub(l.said) < outageRepeat {
+	if !l.said.IsZero() && now.Sub(l.said) < outageRepeat && !now.Before(l.said) {
 		return
 	}
 	l.said = now
