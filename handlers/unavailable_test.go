@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,6 +73,60 @@ func TestDatabaseDown_ServiceUnavailable(t *testing.T) {
 		t.Fatalf("readyz after the database came back: %d", r.Status)
 	}
 	e.Clock.Advance(time.Minute) // past the lease of an e-mail whose delivery was cut off
+	expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
+	e.SignIn("bob@example.com")
+}
+
+// Catalogue R1: a database that hangs without refusing anything (its server stopped with
+// SIGSTOP, a network dropping packets) holds no request for ever: each that needs it is a 503
+// within middleware.RequestTimeout, on a connection already open or a new one, and every route
+// works again once the database answers.
+func TestDatabaseHung_ServiceUnavailableInBoundedTime(t *testing.T) {
+	proxy := testkit.NewDBProxy(t)
+	e := testkit.New(t, testkit.Postgres, testkit.WithDatabaseURL(proxy.Rewrite))
+	s := e.SignIn("alice@example.com")
+
+	proxy.Hang()
+	form := func(path, body string) testkit.Request {
+		return testkit.Request{Method: "POST", Path: path, Body: body, ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}}}
+	}
+	requests := map[string]testkit.Request{
+		"send":         {Method: "POST", Path: sendPath, JSON: map[string]any{"email": "bob@example.com", "type": "sign-in"}},
+		"verify":       {Method: "POST", Path: signInPath, JSON: map[string]any{"email": "bob@example.com", "otp": "123456"}},
+		"bearer read":  {Path: "/api/auth/get-session", Header: http.Header{"Authorization": {"Bearer " + s.Bearer}}},
+		"sign-out":     {Method: "POST", Path: "/api/auth/sign-out", JSON: map[string]any{}, Header: http.Header{"Authorization": {"Bearer " + s.Bearer}}},
+		"account page": {Path: "/account", Cookies: []*http.Cookie{{Name: s.TokenCookie.Name, Value: s.TokenCookie.Value}}},
+		"page form":    form("/auth/code", "email=bob%40example.com&mode=sign-in"),
+	}
+	// More at once than the pool has connections, so that some wait for one that never frees.
+	for i := range 40 {
+		requests[fmt.Sprintf("send %d", i)] = testkit.Request{Method: "POST", Path: sendPath, JSON: map[string]any{"email": fmt.Sprintf("c%d@example.com", i), "type": "sign-in"}}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers := map[string]*testkit.Response{}
+	for name, req := range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.Do(req) // the client gives up after 30 s, twice RequestTimeout
+			mu.Lock()
+			answers[name] = r
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for name, r := range answers {
+		if r.Status != http.StatusServiceUnavailable {
+			t.Errorf("%s with the database hung: %d %.200s", name, r.Status, r.Body)
+		}
+	}
+
+	proxy.Resume()
+	if r := e.Get("/readyz"); r.Status != 200 {
+		t.Fatalf("readyz after the database answered again: %d", r.Status)
+	}
+	e.Clock.Advance(time.Minute)
 	expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
 	e.SignIn("bob@example.com")
 }

@@ -61,11 +61,21 @@ func NewAccessLog(log *slog.Logger, errorHandler fiber.ErrorHandler, observer Ob
 	return &AccessLog{log: log, errorHandler: errorHandler, observer: observer, ips: ips, ids: newRequestIDs()}
 }
 
+// RequestTimeout bounds the work of one request: past it, what the request still waits for (a
+// database that hangs without refusing, a connection that never comes) ends with
+// context.DeadlineExceeded, which is a 503. The session reads' own bound (10 s a batch) is
+// shorter, so they fail by theirs first.
+const RequestTimeout = 15 * time.Second
+
 // Handler is the outermost middleware of the app's own: errors returned further in are turned
-// into responses here, by the error handler, so the line records the final status.
+// into responses here, by the error handler, so the line records the final status. The request's
+// context ends at RequestTimeout, or when it is answered.
 func (a *AccessLog) Handler() fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := a.begin(c)
+		ctx, cancel := context.WithTimeout(c.UserContext(), RequestTimeout)
+		defer cancel()
+		c.SetUserContext(ctx)
 		if err := c.Next(); err != nil {
 			if herr := a.errorHandler(c, err); herr != nil {
 				_ = c.SendStatus(fiber.StatusInternalServerError)

@@ -73,8 +73,18 @@ func pgxConfig(databaseURL string) (*pgx.ConnConfig, error) {
 		return nil, fmt.Errorf("reading the database URL: %w", err)
 	}
 	cfg.OnPgError = dropBrokenConnection
+	if cfg.ConnectTimeout == 0 {
+		// A server that accepts the connection and never answers (stopped, or a network that
+		// drops packets) must not hold a connection attempt, and with it the start or a
+		// request, for ever: connect_timeout in the URL sets another bound.
+		cfg.ConnectTimeout = ConnectTimeout
+	}
 	return cfg, nil
 }
+
+// ConnectTimeout bounds the opening of a connection to PostgreSQL (the TCP connection and the
+// start of the session) when the database URL sets no connect_timeout.
+const ConnectTimeout = 10 * time.Second
 
 // Open connects to the database chosen by opts and checks that it answers.
 func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
@@ -272,15 +282,32 @@ func newLogger(log *slog.Logger) logger.Interface {
 func (l *gormLogger) LogMode(logger.LogLevel) logger.Interface { return l }
 
 func (l *gormLogger) Info(ctx context.Context, msg string, args ...any) {
-	l.log.DebugContext(ctx, "gorm: "+msg)
+	msg, attrs := gormMessage(msg, args)
+	l.log.DebugContext(ctx, msg, attrs...)
 }
 
 func (l *gormLogger) Warn(ctx context.Context, msg string, args ...any) {
-	l.log.WarnContext(ctx, "gorm: "+msg)
+	msg, attrs := gormMessage(msg, args)
+	l.log.WarnContext(ctx, msg, attrs...)
 }
 
 func (l *gormLogger) Error(ctx context.Context, msg string, args ...any) {
-	l.log.ErrorContext(ctx, "gorm: "+msg)
+	msg, attrs := gormMessage(msg, args)
+	l.log.ErrorContext(ctx, msg, attrs...)
+}
+
+// gormMessage turns one of GORM's printf-style messages into a log record's message and
+// attributes: its verbs are taken out, and of its arguments only the errors are kept (as
+// "error"), whose text names no parameter; the others may be values of a query.
+func gormMessage(msg string, args []any) (string, []any) {
+	var attrs []any
+	for _, a := range args {
+		if err, ok := a.(error); ok {
+			attrs = append(attrs, "error", err)
+		}
+	}
+	msg = strings.NewReplacer("%v", "", "%s", "", "%w", "", "%d", "").Replace(msg)
+	return "gorm: " + strings.TrimRight(strings.TrimSpace(msg), ",:"), attrs
 }
 
 // Trace logs slow statements only; failed ones are logged by whoever handles the error, so

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,5 +249,38 @@ func TestMigrate_IndexSwapDoesNotHoldUpReads(t *testing.T) {
 	}
 	if err != nil {
 		t.Fatalf("a read of users while the migration dropped the old index: %v", err)
+	}
+}
+
+// A connection attempt to a server that accepts it and never answers (stopped with SIGSTOP, a
+// network dropping packets) gives up after ConnectTimeout, unless the URL sets its own bound:
+// the start, and every request that needs a new connection, would otherwise wait for ever.
+func TestPgxConfig_BoundsTheConnectionAttempt(t *testing.T) {
+	for url, want := range map[string]time.Duration{
+		"postgres://u@db.example/app?sslmode=disable":                   ConnectTimeout,
+		"postgres://u@db.example/app?sslmode=disable&connect_timeout=3": 3 * time.Second,
+		"host=db.example user=u dbname=app":                             ConnectTimeout,
+	} {
+		cfg, err := pgxConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.ConnectTimeout != want {
+			t.Errorf("%s: ConnectTimeout %v, want %v", url, cfg.ConnectTimeout, want)
+		}
+	}
+}
+
+// GORM's printf-style messages are logged without their verbs, with their errors as the
+// record's "error", and nothing else of their arguments (which may be a query's values).
+func TestGormMessage_KeepsErrorsOnly(t *testing.T) {
+	cause := errors.New("dial tcp: connection refused")
+	msg, attrs := gormMessage("failed to initialize database, got error %v", []any{cause})
+	if msg != "gorm: failed to initialize database, got error" || len(attrs) != 2 || attrs[0] != "error" || attrs[1] != cause {
+		t.Fatalf("%q %v", msg, attrs)
+	}
+	msg, attrs = gormMessage("invalid value %v for %s", []any{"alice@example.com", "email"})
+	if strings.Contains(msg, "%") || len(attrs) != 0 {
+		t.Fatalf("%q %v: a value that is not an error was kept", msg, attrs)
 	}
 }

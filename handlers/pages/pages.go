@@ -104,7 +104,9 @@ func (h *Pages) render(c *fiber.Ctx, status int, component templ.Component) erro
 // render writes component in the language l.
 func render(c *fiber.Ctx, l *i18n.Locale, status int, component templ.Component) error {
 	var buf bytes.Buffer
-	if err := component.Render(i18n.NewContext(c.UserContext(), l), &buf); err != nil {
+	// Rendering reads nothing but what it is given, so the request's deadline (templ stops at an
+	// ended context) must not stop it: a page that answers a request out of time says so.
+	if err := component.Render(i18n.NewContext(context.WithoutCancel(c.UserContext()), l), &buf); err != nil {
 		return fmt.Errorf("rendering: %w", err)
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)

@@ -28,6 +28,9 @@ type DBProxy struct {
 	cutOnCommit bool
 	downOnCut   bool
 	cuts        int
+	// hung, while open, holds every byte either way (Hang): a server stopped with SIGSTOP, or a
+	// network that drops packets. A closed channel lets them through.
+	hung chan struct{}
 }
 
 // NewDBProxy starts a proxy to the PostgreSQL server of TEST_DATABASE_URL.
@@ -42,7 +45,8 @@ func NewDBProxy(t testing.TB) *DBProxy {
 	if u.Port() == "" {
 		target = net.JoinHostPort(u.Hostname(), "5432")
 	}
-	p := &DBProxy{t: t, target: target, conns: map[net.Conn]net.Conn{}}
+	p := &DBProxy{t: t, target: target, conns: map[net.Conn]net.Conn{}, hung: make(chan struct{})}
+	close(p.hung)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +125,10 @@ func (p *DBProxy) pipe(src, dst net.Conn, fromServer bool) {
 					}
 				}
 			}
+			p.mu.Lock()
+			hung := p.hung
+			p.mu.Unlock()
+			<-hung
 			if _, werr := dst.Write(chunk); werr != nil {
 				break
 			}
@@ -164,7 +172,33 @@ func (p *DBProxy) Cuts() int {
 }
 
 // Down refuses new connections and cuts every live one, as a stopped or killed server does.
-func (p *DBProxy) Down() { p.down(nil) }
+func (p *DBProxy) Down() {
+	p.Resume() // what a hang held goes nowhere now
+	p.down(nil)
+}
+
+// Hang holds everything either way, on the connections open and on new ones, which connect but
+// hear nothing: a database stopped without closing anything, or a network that drops packets.
+func (p *DBProxy) Hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.hung:
+		p.hung = make(chan struct{})
+	default: // hung already
+	}
+}
+
+// Resume lets through what Hang held, and everything after it.
+func (p *DBProxy) Resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.hung:
+	default:
+		close(p.hung)
+	}
+}
 
 // down is Down, which cuts the client connection last, if it is one of the proxy's, after all
 // the others.
