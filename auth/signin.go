@@ -153,16 +153,30 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	return res, nil
 }
 
+// confirmLooks are the pauses before each look confirmCommit takes for a session: a look can
+// fail on another connection the same failure broke, and a COMMIT the server received may still
+// be running, so one look would turn away people whose sign-in worked.
+var confirmLooks = []time.Duration{0, 250 * time.Millisecond, 750 * time.Millisecond}
+
 // confirmCommit settles a sign-in whose commit was not acknowledged (unknown, the error): it
-// committed exactly when its session exists. A session that is not there is no proof of a
-// rollback (the server may still be running the COMMIT it received), so that, like a failed
-// look, is ErrSignInUnconfirmed.
+// committed exactly when its session exists. It looks up to len(confirmLooks) times within
+// confirmTimeout. A session that is not there is no proof of a rollback (the server may still be
+// running the COMMIT it received), so that, like failed looks, is ErrSignInUnconfirmed.
 func (s *Service) confirmCommit(ctx context.Context, sessionID string, unknown error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
 	defer cancel()
-	if found, err := s.store.SessionExists(ctx, sessionID); err == nil && found {
-		s.log.WarnContext(ctx, "a sign-in's commit was not acknowledged, and was found committed", "error", unknown)
-		return nil
+	for i, pause := range confirmLooks {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrSignInUnconfirmed, unknown)
+		case <-time.After(pause):
+		}
+		found, err := s.store.SessionExists(ctx, sessionID)
+		if err == nil && found {
+			s.log.WarnContext(ctx, "a sign-in's commit was not acknowledged, and was found committed", "error", unknown, "looks", i+1)
+			return nil
+		}
+		s.log.WarnContext(ctx, "a sign-in's commit was not acknowledged, and its session was not found yet", "look", i+1, "error", err)
 	}
 	return fmt.Errorf("%w: %w", ErrSignInUnconfirmed, unknown)
 }
