@@ -111,9 +111,6 @@ func runUsers(ctx context.Context, srv *server.Server, args []string, out, errOu
 		}
 		return 0
 	case "ban":
-		if strings.TrimSpace(*reason) == "" {
-			*reason = "No reason" // as the API and the admin page keep it
-		}
 		user, err = a.BanUser(ctx, op, user.ID, *reason, banFor)
 	case "unban":
 		user, err = a.UnbanUser(ctx, op, user.ID)

@@ -288,10 +288,13 @@ func (s *Service) AdminUpdateUser(ctx context.Context, st *SessionState, id stri
 // FieldBanReason names the ban reason in a FieldError.
 const FieldBanReason = "banReason"
 
+// DefaultBanReason is the reason kept when an admin gives none (better-auth's).
+const DefaultBanReason = "No reason"
+
 // BanUser bans an account, for expiresIn (0: for good; a part of a second counts as a whole one)
-// and with reason (may be ""; a FieldError when it breaks validateText's rules), and ends every
-// session of it, and those it opened as others, at once. An admin cannot ban themself, nor the
-// last admin in force (ErrLastAdmin).
+// and with reason (DefaultBanReason when blank; a FieldError when it breaks validateText's rules),
+// and ends every session of it, and those it opened as others, at once. An admin cannot ban
+// themself, nor the last admin in force (ErrLastAdmin).
 func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason string, expiresIn time.Duration) (models.User, error) {
 	if err := requireAdmin(st); err != nil {
 		return models.User{}, err
@@ -308,9 +311,8 @@ func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason stri
 	if err != nil {
 		return models.User{}, err
 	}
-	var why *string
-	if reason != "" {
-		why = &reason
+	if reason == "" {
+		reason = DefaultBanReason
 	}
 	var until *time.Time
 	now := s.now()
@@ -325,7 +327,7 @@ func (s *Service) BanUser(ctx context.Context, st *SessionState, id, reason stri
 	if !canonicalUUID(id) {
 		return models.User{}, ErrNoSuchUser
 	}
-	u, ended, err := s.store.Ban(ctx, id, why, until, now, keepsAnAdmin(st))
+	u, ended, err := s.store.Ban(ctx, id, &reason, until, now, keepsAnAdmin(st))
 	if err != nil {
 		return models.User{}, notFoundAs(lastAdmin(err), ErrNoSuchUser, "banning an account")
 	}

@@ -128,7 +128,8 @@ func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited
 type FieldError struct {
 	Field  string
 	Reason FieldReason
-	// Max is the limit a ReasonTooLong went past: characters for a name, encoded bytes for a URL.
+	// Max is the field's limit: characters for a text field (a name, a ban reason), which carries
+	// it whatever the reason; encoded bytes for a URL, which carries it with ReasonTooLong.
 	Max int
 }
 

@@ -34,7 +34,7 @@ func ValidateName(name string) (string, error) {
 func validateText(field, text string, max int) (string, error) {
 	text = strings.TrimSpace(text)
 	if !utf8.ValidString(text) {
-		return "", &FieldError{Field: field, Reason: ReasonInvalidUTF8}
+		return "", &FieldError{Field: field, Reason: ReasonInvalidUTF8, Max: max}
 	}
 	if utf8.RuneCountInString(text) > max {
 		return "", &FieldError{Field: field, Reason: ReasonTooLong, Max: max}
@@ -43,12 +43,12 @@ func validateText(field, text string, max int) (string, error) {
 	visible := false
 	for i, r := range runes {
 		if !nameRuneAllowed(runes, i) {
-			return "", &FieldError{Field: field, Reason: ReasonInvisible}
+			return "", &FieldError{Field: field, Reason: ReasonInvisible, Max: max}
 		}
 		visible = visible || visibleRune(r)
 	}
 	if text != "" && !visible {
-		return "", &FieldError{Field: field, Reason: ReasonNoVisible}
+		return "", &FieldError{Field: field, Reason: ReasonNoVisible, Max: max}
 	}
 	return text, nil
 }

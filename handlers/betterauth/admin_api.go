@@ -380,17 +380,11 @@ func (r *banUserRequest) decode(b *jsonBody) error {
 // maxBanSeconds is the longest banExpiresIn: a hundred years.
 const maxBanSeconds = 100 * 365 * 24 * 3600
 
-// defaultBanReason is the reason kept when an admin gives none (better-auth's).
-const defaultBanReason = "No reason"
-
 // adminBanUser is POST /admin/ban-user: the account is banned and every session of it ends.
 func (h *API) adminBanUser(c *fiber.Ctx) error {
 	var req banUserRequest
 	if err := h.body.read(c, &req); err != nil {
 		return err
-	}
-	if strings.TrimSpace(req.Reason) == "" {
-		req.Reason = defaultBanReason
 	}
 	u, err := h.auth.BanUser(c.UserContext(), middleware.Current(c), req.UserID, req.Reason, req.ExpiresIn)
 	if err != nil {

@@ -209,11 +209,7 @@ func (h *Pages) mountAdmin(app *fiber.App, formLimit fiber.Handler) {
 		if err != nil {
 			return err
 		}
-		reason := strings.TrimSpace(formValue(c, "reason"))
-		if reason == "" {
-			reason = "No reason"
-		}
-		_, err = h.auth.BanUser(c.UserContext(), st, id, reason, d)
+		_, err = h.auth.BanUser(c.UserContext(), st, id, formValue(c, "reason"), d)
 		return err
 	}))
 	app.Post("/admin/users/:id/unban", formLimit, h.adminAction("unbanned", func(c *fiber.Ctx, st *auth.SessionState, id string) error {

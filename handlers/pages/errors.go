@@ -69,12 +69,9 @@ func explain(l *i18n.Locale, err error, counted string) (problem, bool) {
 	}
 	var fe *auth.FieldError
 	if errors.As(err, &fe) {
-		// A name, or an admin's ban reason: the fields a page edits, held to the same rules.
-		most := auth.MaxNameLength
-		if fe.Field == auth.FieldBanReason {
-			most = auth.MaxBanReason
-		}
-		return problem{fiber.StatusUnprocessableEntity, l.Tf("problem.name_invalid", map[string]any{"Max": most})}, true
+		// A name, or an admin's ban reason: the text fields a page edits, held to the same rules
+		// and carrying their limit.
+		return problem{fiber.StatusUnprocessableEntity, l.Tf("problem.name_invalid", map[string]any{"Max": fe.Max})}, true
 	}
 	for target, r := range problems {
 		if errors.Is(err, target) {
