@@ -520,3 +520,61 @@ func (m *clockMover) Send(ctx context.Context, msg mail.Message) error {
 	}
 	return nil
 }
+
+// A claim never takes back what its own worker delivered while that message's deletion is under
+// way: the database hung past the lease, so the deletion was still waiting (and then failed) when
+// the worker's next claim found the lease run out. The claim deletes it too, in its round trip,
+// and the message goes out once.
+func TestOutbox_AClaimNeverTakesBackWhatADeletionUnderWayHolds(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		sent := testkit.NewMemory()
+		store := &stalledDeletion{Store: f.newStore(), entered: make(chan []string, 1), release: make(chan error)}
+		o := f.outbox(store, sent)
+		o.SetRecordLinger(time.Hour) // only DeliverDue's own deletion
+		f.enqueue(o, "alice@example.com")
+		first := make(chan error, 1)
+		go func() {
+			_, err := o.DeliverDue(context.Background())
+			first <- err
+		}()
+		receive(t, store.entered, "the delivered message's deletion")
+		f.clock.Advance(time.Minute) // the database hung: every lease has run out
+		if r, err := o.DeliverDue(context.Background()); err != nil || r.Sent != 0 {
+			t.Fatalf("the next pass: %+v, %v; want nothing sent", r, err)
+		}
+		store.release <- errors.New("the database is away") // the hung deletion fails
+		if err := receive(t, first, "the first pass to end"); err == nil {
+			t.Fatal("the first pass did not report its failed deletion")
+		}
+		if n := len(sent.Messages()); n != 1 {
+			t.Fatalf("the message went out %d times; want once", n)
+		}
+		if _, err := o.DeliverDue(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n, m := f.pending(), len(sent.Messages()); n != 0 || m != 1 {
+			t.Fatalf("%d pending, %d sent; want 0 and 1", n, m)
+		}
+	})
+}
+
+// stalledDeletion is a store whose first deletion of delivered messages announces its ids on
+// entered and waits for the test, which sends what it returns on release (nil: it deletes them).
+type stalledDeletion struct {
+	*models.Store
+	once    sync.Once
+	entered chan []string
+	release chan error
+}
+
+func (s *stalledDeletion) DeleteSentOutbox(ctx context.Context, ids []string) error {
+	stalled := false
+	s.once.Do(func() { stalled = true })
+	if stalled {
+		s.entered <- ids
+		if err := <-s.release; err != nil {
+			return err
+		}
+	}
+	return s.Store.DeleteSentOutbox(ctx, ids)
+}

@@ -161,11 +161,15 @@ type Outbox struct {
 	}
 }
 
-// unrecorded is the ids of a queue's messages sent and not yet deleted, and whether the timer
-// that deletes them is set.
+// unrecorded is the ids of a queue's messages sent and not yet deleted, those whose deletion is
+// under way, and whether the timer that deletes them is set.
 type unrecorded struct {
-	ids   []string
-	armed bool
+	ids []string
+	// deleting counts, by id, the deletions under way that hold it (the timer's, a stop's, a
+	// claim's). A claim deletes those too, in its round trip: a deletion held up by a hung
+	// database may outlive the message's lease, and then fail.
+	deleting map[string]int
+	armed    bool
 }
 
 // Totals counts what this outbox's deliveries of the queues given (all when none is) have done
@@ -205,7 +209,7 @@ func NewOutbox(store Store, mailer Mailer, compose Composer, key []byte, refused
 	o := &Outbox{store: store, mailer: mailer, compose: compose, aead: aead, now: now, log: log, kick: make(chan struct{}, 1), kickHooks: make(chan struct{}, 1), refusedKeyRetry: refusedKeyRetry, beat: heartbeat, linger: recordLinger}
 	o.claimWanted = map[models.OutboxQueue]*atomic.Bool{models.EmailQueue: {}, models.WebhookQueue: {}}
 	o.handed.byQueue = map[models.OutboxQueue][]models.OutboxMessage{}
-	o.delivered.byQueue = map[models.OutboxQueue]*unrecorded{models.EmailQueue: {}, models.WebhookQueue: {}}
+	o.delivered.byQueue = map[models.OutboxQueue]*unrecorded{models.EmailQueue: {deleting: map[string]int{}}, models.WebhookQueue: {deleting: map[string]int{}}}
 	return o, nil
 }
 
@@ -793,12 +797,13 @@ func (h hold) byLease() map[time.Time][]string {
 // only one worker anywhere gets each.
 func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
-	// What this worker delivered and keeps is deleted in the claim's round trip, before it: the
-	// claim can never take one of those back, however long the worker has kept it.
-	sent := o.takeDelivered(queue)
-	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize, sent...)
+	// What this worker delivered and keeps, or is deleting, is deleted in the claim's round trip,
+	// before it: the claim can never take one of those back, however long the worker has kept it
+	// or its deletion has waited.
+	sent, deleting := o.takeDelivered(queue)
+	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize, deleting...)
+	o.deletedDelivered(queue, sent, err == nil)
 	if err != nil {
-		o.putBackDelivered(queue, sent)
 		return nil, hold{}, err
 	}
 	ids := make([]string, len(batch))
@@ -1037,26 +1042,40 @@ func (o *Outbox) flushLater(queue models.OutboxQueue) {
 	}
 }
 
-// takeDelivered takes the ids queue's worker keeps, for a deletion; putBackDelivered returns
-// those a failed deletion left, ahead of any kept meanwhile, and while the outbox runs sets the
-// timer again for them.
-func (o *Outbox) takeDelivered(queue models.OutboxQueue) []string {
+// takeDelivered takes the ids queue's worker keeps, for a deletion, and notes them as being
+// deleted until deletedDelivered: ids are those, and deleting those with every other id a
+// deletion under way holds.
+func (o *Outbox) takeDelivered(queue models.OutboxQueue) (ids, deleting []string) {
 	o.delivered.Lock()
 	defer o.delivered.Unlock()
 	u := o.delivered.byQueue[queue]
-	ids := u.ids
+	ids = u.ids
 	u.ids = nil
-	return ids
+	for _, id := range ids {
+		u.deleting[id]++
+	}
+	return ids, slices.Collect(maps.Keys(u.deleting))
 }
 
-func (o *Outbox) putBackDelivered(queue models.OutboxQueue, ids []string) {
+// deletedDelivered ends the deletion of ids that takeDelivered took. Those of a failed deletion
+// are kept again, ahead of any kept meanwhile, and while the outbox runs the timer is set again
+// for them.
+func (o *Outbox) deletedDelivered(queue models.OutboxQueue, ids []string, ok bool) {
 	if len(ids) == 0 {
 		return
 	}
 	o.delivered.Lock()
 	defer o.delivered.Unlock()
 	u := o.delivered.byQueue[queue]
-	u.ids = append(ids, u.ids...)
+	for _, id := range ids {
+		if u.deleting[id]--; u.deleting[id] <= 0 {
+			delete(u.deleting, id)
+		}
+	}
+	if ok {
+		return
+	}
+	u.ids = append(slices.Clone(ids), u.ids...)
 	if o.running.Load() {
 		o.armLocked(queue, u, max(o.linger, pollInterval)) // the database is failing: no hurry
 	}
@@ -1066,17 +1085,15 @@ func (o *Outbox) putBackDelivered(queue models.OutboxQueue, ids []string) {
 // and also when ctx has ended (a stop: what went out must not go out again). Ids whose deletion
 // fails are kept for the next.
 func (o *Outbox) flushDelivered(ctx context.Context, queue models.OutboxQueue) error {
-	ids := o.takeDelivered(queue)
+	ids, _ := o.takeDelivered(queue)
 	if len(ids) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	if err := o.store.DeleteSentOutbox(ctx, ids); err != nil {
-		o.putBackDelivered(queue, ids)
-		return err
-	}
-	return nil
+	err := o.store.DeleteSentOutbox(ctx, ids)
+	o.deletedDelivered(queue, ids, err == nil)
+	return err
 }
 
 // seal encrypts v's JSON as the payload of the message id, which it is bound to.
