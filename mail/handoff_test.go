@@ -353,13 +353,13 @@ func (d *deletions) DeleteSentOutbox(ctx context.Context, ids []string) error {
 	return d.Store.DeleteSentOutbox(ctx, ids)
 }
 
-func (d *deletions) ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent ...string) ([]models.OutboxMessage, error) {
+func (d *deletions) ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent, deleting []string) ([]models.OutboxMessage, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(sent) > 0 {
 		d.note(sent)
 	}
-	return d.Store.ClaimOutbox(ctx, queue, now, until, limit, sent...)
+	return d.Store.ClaimOutbox(ctx, queue, now, until, limit, sent, deleting)
 }
 
 // made is the deletions made so far, each the ids it deleted, sorted.
@@ -523,12 +523,13 @@ func (m *clockMover) Send(ctx context.Context, msg mail.Message) error {
 
 // A claim never takes back what its own worker delivered while that message's deletion is under
 // way: the database hung past the lease, so the deletion was still waiting (and then failed) when
-// the worker's next claim found the lease run out. The claim deletes it too, in its round trip,
-// and the message goes out once.
+// the worker's next claim found the lease run out. The claim leaves it out, without waiting for
+// the row locks the deletion holds (on PostgreSQL), and sends what else is due; the message goes
+// out once, and the next claim deletes it.
 func TestOutbox_AClaimNeverTakesBackWhatADeletionUnderWayHolds(t *testing.T) {
 	eachDB(t, func(t *testing.T, f *fleet) {
 		sent := testkit.NewMemory()
-		store := &stalledDeletion{Store: f.newStore(), entered: make(chan []string, 1), release: make(chan error)}
+		store := f.stalledDeletion()
 		o := f.outbox(store, sent)
 		o.SetRecordLinger(time.Hour) // only DeliverDue's own deletion
 		f.enqueue(o, "alice@example.com")
@@ -538,43 +539,106 @@ func TestOutbox_AClaimNeverTakesBackWhatADeletionUnderWayHolds(t *testing.T) {
 			first <- err
 		}()
 		receive(t, store.entered, "the delivered message's deletion")
+		defer func() { // on a failure, let the first pass end
+			select {
+			case store.release <- errors.New("the test failed"):
+			default:
+			}
+		}()
+		f.enqueue(o, "bob@example.com")
 		f.clock.Advance(time.Minute) // the database hung: every lease has run out
-		if r, err := o.DeliverDue(context.Background()); err != nil || r.Sent != 0 {
-			t.Fatalf("the next pass: %+v, %v; want nothing sent", r, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if r, err := o.DeliverDue(ctx); err != nil || r.Sent != 1 {
+			t.Fatalf("the next pass: %+v, %v; want bob's message sent, and alice's left alone", r, err)
 		}
 		store.release <- errors.New("the database is away") // the hung deletion fails
 		if err := receive(t, first, "the first pass to end"); err == nil {
 			t.Fatal("the first pass did not report its failed deletion")
 		}
-		if n := len(sent.Messages()); n != 1 {
-			t.Fatalf("the message went out %d times; want once", n)
-		}
 		if _, err := o.DeliverDue(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if n, m := f.pending(), len(sent.Messages()); n != 0 || m != 1 {
-			t.Fatalf("%d pending, %d sent; want 0 and 1", n, m)
+		var to []string
+		for _, m := range sent.Messages() {
+			to = append(to, m.To)
+		}
+		if slices.Sort(to); !slices.Equal(to, []string{"alice@example.com", "bob@example.com"}) || f.pending() != 0 {
+			t.Fatalf("sent to %v, %d pending; want each once and none", to, f.pending())
+		}
+	})
+}
+
+// A stop waits for a deletion of delivered messages under way (the timer's) and, when it fails,
+// deletes them itself before the service closes the store: they never go out again.
+func TestOutbox_AStopDeletesWhatADeletionUnderWayLeft(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		got := testkit.NewMemory()
+		store := f.stalledDeletion()
+		o := f.outbox(store, got)
+		o.SetRecordLinger(time.Millisecond)
+		stop := f.run(o)
+		f.enqueue(o, "alice@example.com")
+		o.Kick()
+		ids := receive(t, store.entered, "the timer's deletion")
+		t.Cleanup(func() { // on a failure, let the deletion end before the store closes
+			select {
+			case store.release <- errors.New("the test failed"):
+			default:
+			}
+		})
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		select {
+		case <-stopped:
+			t.Fatal("the stop did not wait for the deletion under way")
+		case <-time.After(100 * time.Millisecond):
+		}
+		store.release <- errors.New("the database is away")
+		receive(t, stopped, "the stop")
+		if s := f.state(ids[0]); s != "gone" {
+			t.Fatalf("after the stop: %s; want it deleted", s)
 		}
 	})
 }
 
 // stalledDeletion is a store whose first deletion of delivered messages announces its ids on
 // entered and waits for the test, which sends what it returns on release (nil: it deletes them).
+// On PostgreSQL it waits holding the rows' locks, as a deletion whose commit hangs does.
 type stalledDeletion struct {
 	*models.Store
+	f       *fleet
 	once    sync.Once
 	entered chan []string
 	release chan error
 }
 
+func (f *fleet) stalledDeletion() *stalledDeletion {
+	return &stalledDeletion{Store: f.newStore(), f: f, entered: make(chan []string, 1), release: make(chan error)}
+}
+
 func (s *stalledDeletion) DeleteSentOutbox(ctx context.Context, ids []string) error {
 	stalled := false
 	s.once.Do(func() { stalled = true })
-	if stalled {
+	if !stalled {
+		return s.Store.DeleteSentOutbox(ctx, ids)
+	}
+	if s.f.url == "" {
 		s.entered <- ids
 		if err := <-s.release; err != nil {
 			return err
 		}
+		return s.Store.DeleteSentOutbox(ctx, ids)
 	}
-	return s.Store.DeleteSentOutbox(ctx, ids)
+	tx := s.f.db.Begin()
+	if err := tx.Exec("DELETE FROM outbox WHERE id IN ?", ids).Error; err != nil {
+		tx.Rollback()
+		return err
+	}
+	s.entered <- ids
+	if err := <-s.release; err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit().Error
 }

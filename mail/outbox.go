@@ -29,8 +29,8 @@ import (
 type Store interface {
 	// ClaimOutbox leases until until at most limit messages of queue due at now, each to one
 	// worker only, after deleting the messages sent (delivered, not yet deleted) in the same
-	// round trip.
-	ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent ...string) ([]models.OutboxMessage, error)
+	// round trip, and leaving alone those deleting names (their deletion is under way).
+	ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent, deleting []string) ([]models.OutboxMessage, error)
 	// ExtendOutboxLease moves the leases held (each lease, with the ids held under it) on to
 	// until, on the messages each is still on, and returns those.
 	ExtendOutboxLease(ctx context.Context, held map[time.Time][]string, until time.Time) ([]string, error)
@@ -166,10 +166,12 @@ type Outbox struct {
 type unrecorded struct {
 	ids []string
 	// deleting counts, by id, the deletions under way that hold it (the timer's, a stop's, a
-	// claim's). A claim deletes those too, in its round trip: a deletion held up by a hung
-	// database may outlive the message's lease, and then fail.
+	// claim's). A claim leaves those out: a deletion held up by a hung database may outlive the
+	// message's lease, and then fail (its ids are kept again, for the next deletion).
 	deleting map[string]int
-	armed    bool
+	// settled is closed when the last deletion under way ends (nil while none is).
+	settled chan struct{}
+	armed   bool
 }
 
 // Totals counts what this outbox's deliveries of the queues given (all when none is) have done
@@ -435,9 +437,14 @@ func (o *Outbox) work(ctx context.Context, queue models.OutboxQueue, kick chan s
 	}
 	ticker := time.NewTicker(poll)
 	defer ticker.Stop()
-	// What was delivered and not yet deleted is deleted at a stop, also when ctx has ended.
+	// What was delivered and not yet deleted is deleted at a stop, also when ctx has ended: after
+	// the deletion under way, if any (the timer's), which may fail and keep its ids again, and
+	// before the service closes the store; the timer may have started another meanwhile.
 	defer func() {
-		if err := o.flushDelivered(ctx, queue); err != nil {
+		o.awaitDeletions(queue)
+		err := o.flushDelivered(ctx, queue)
+		o.awaitDeletions(queue)
+		if err != nil {
 			o.log.ErrorContext(ctx, "outbox: recording deliveries at a stop", "queue", queue.String(), "error", err)
 		}
 	}()
@@ -526,8 +533,9 @@ func (o *Outbox) DeliverDue(ctx context.Context) (DeliveryReport, error) {
 	for _, queue := range []models.OutboxQueue{models.EmailQueue, models.WebhookQueue} {
 		pass, err := o.deliverDue(ctx, queue)
 		report.add(pass)
-		// What this pass or the worker delivered is deleted before DeliverDue returns, also
-		// after an error or a stop, as record would have.
+		// What this pass or the worker delivered and keeps is deleted before DeliverDue
+		// returns, also after an error or a stop, as record would have (a deletion already under
+		// way, the timer's, is left to end on its own).
 		if err = errors.Join(err, o.flushDelivered(ctx, queue)); err != nil {
 			return report, err
 		}
@@ -797,11 +805,11 @@ func (h hold) byLease() map[time.Time][]string {
 // only one worker anywhere gets each.
 func (o *Outbox) claim(ctx context.Context, queue models.OutboxQueue) ([]models.OutboxMessage, hold, error) {
 	now := o.clock()
-	// What this worker delivered and keeps, or is deleting, is deleted in the claim's round trip,
-	// before it: the claim can never take one of those back, however long the worker has kept it
-	// or its deletion has waited.
+	// What this worker delivered and keeps is deleted in the claim's round trip, before it, and
+	// what it is deleting meanwhile is left out of it: the claim can never take one of those
+	// back, however long the worker has kept it or its deletion has waited.
 	sent, deleting := o.takeDelivered(queue)
-	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize, deleting...)
+	batch, err := o.store.ClaimOutbox(ctx, queue, now, now.Add(lease), batchSize, sent, deleting)
 	o.deletedDelivered(queue, sent, err == nil)
 	if err != nil {
 		return nil, hold{}, err
@@ -1051,6 +1059,9 @@ func (o *Outbox) takeDelivered(queue models.OutboxQueue) (ids, deleting []string
 	u := o.delivered.byQueue[queue]
 	ids = u.ids
 	u.ids = nil
+	if len(ids) > 0 && u.settled == nil {
+		u.settled = make(chan struct{})
+	}
 	for _, id := range ids {
 		u.deleting[id]++
 	}
@@ -1072,12 +1083,33 @@ func (o *Outbox) deletedDelivered(queue models.OutboxQueue, ids []string, ok boo
 			delete(u.deleting, id)
 		}
 	}
+	if len(u.deleting) == 0 && u.settled != nil {
+		close(u.settled)
+		u.settled = nil
+	}
 	if ok {
 		return
 	}
 	u.ids = append(slices.Clone(ids), u.ids...)
 	if o.running.Load() {
 		o.armLocked(queue, u, max(o.linger, pollInterval)) // the database is failing: no hurry
+	}
+}
+
+// awaitDeletions waits, at most recordTimeout, for the deletions of queue's delivered messages
+// under way to end (each is bounded by recordTimeout).
+func (o *Outbox) awaitDeletions(queue models.OutboxQueue) {
+	o.delivered.Lock()
+	settled := o.delivered.byQueue[queue].settled
+	o.delivered.Unlock()
+	if settled == nil {
+		return
+	}
+	wait := time.NewTimer(recordTimeout)
+	defer wait.Stop()
+	select {
+	case <-settled:
+	case <-wait.C:
 	}
 }
 

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -182,21 +183,28 @@ const (
  RETURNING id, kind, recipient, supersede, payload, attempts, expires_at, created_at`
 )
 
-// claimDue picks up to limit due messages of queue.
-func claimDue(queue OutboxQueue) string {
+// claimDue picks up to limit due messages of queue, but those whose deletion is under way
+// (passed as excluded: idArray on PostgreSQL, a JSON array on SQLite).
+func claimDue(queue OutboxQueue, excluded string) string {
 	return `SELECT id FROM outbox WHERE ` + pendingSQL + ` AND ` + queue.sql() + ` AND next_attempt_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
-  ORDER BY next_attempt_at LIMIT ?`
+  AND ` + excluded + ` ORDER BY next_attempt_at LIMIT ?`
 }
+
+// The claims' exclusion of the ids whose deletion is under way, by database.
+const (
+	excludedSQLite   = `id NOT IN (SELECT value FROM json_each(?))`
+	excludedPostgres = `id <> ALL(CAST(? AS uuid[]))`
+)
 
 // The claims, by database and queue.
 var (
 	claimSQLite = map[OutboxQueue]string{
-		EmailQueue:   claimSet + ` WHERE id IN (` + claimDue(EmailQueue) + `)` + claimAgain,
-		WebhookQueue: claimSet + ` WHERE id IN (` + claimDue(WebhookQueue) + `)` + claimAgain,
+		EmailQueue:   claimSet + ` WHERE id IN (` + claimDue(EmailQueue, excludedSQLite) + `)` + claimAgain,
+		WebhookQueue: claimSet + ` WHERE id IN (` + claimDue(WebhookQueue, excludedSQLite) + `)` + claimAgain,
 	}
 	claimPostgres = map[OutboxQueue]string{
-		EmailQueue:   claimSet + ` WHERE id = ANY(ARRAY(` + claimDue(EmailQueue) + ` FOR UPDATE SKIP LOCKED))` + claimAgain,
-		WebhookQueue: claimSet + ` WHERE id = ANY(ARRAY(` + claimDue(WebhookQueue) + ` FOR UPDATE SKIP LOCKED))` + claimAgain,
+		EmailQueue:   claimSet + ` WHERE id = ANY(ARRAY(` + claimDue(EmailQueue, excludedPostgres) + ` FOR UPDATE SKIP LOCKED))` + claimAgain,
+		WebhookQueue: claimSet + ` WHERE id = ANY(ARRAY(` + claimDue(WebhookQueue, excludedPostgres) + ` FOR UPDATE SKIP LOCKED))` + claimAgain,
 	}
 )
 
@@ -250,11 +258,20 @@ func (q OutboxQueue) String() string {
 //
 // The messages sent, delivered by the worker and not yet deleted (DeleteSentOutbox), are
 // deleted first, in the same round trip and implicit transaction on PostgreSQL: the claim can
-// never take one of them back, whatever became of its lease meanwhile.
-func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int, sent ...string) ([]OutboxMessage, error) {
-	claim := claimSQLite[queue]
+// never take one of them back, whatever became of its lease meanwhile. Nor does it take the
+// messages deleting names, whose deletion is under way elsewhere (a deletion held up by a hung
+// database may outlive their lease, and then fail): it leaves them to that deletion, without
+// waiting for the row locks it may hold.
+func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int, sent, deleting []string) ([]OutboxMessage, error) {
+	claim, excluded := claimSQLite[queue], any(nil)
 	if s.postgres {
-		claim = claimPostgres[queue]
+		claim, excluded = claimPostgres[queue], idArray(deleting)
+	} else {
+		list, err := json.Marshal(append([]string{}, deleting...))
+		if err != nil {
+			return nil, err
+		}
+		excluded = string(list)
 	}
 	var batch []OutboxMessage
 	err := s.bookkeeping(ctx, func(tx *gorm.DB) error {
@@ -263,7 +280,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until t
 				return err
 			}
 		}
-		return scanLater(tx, &batch, claim, until, now, now, limit, now)
+		return scanLater(tx, &batch, claim, until, now, now, excluded, limit, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("models: claiming the outbox's %s queue: %w", queue, err)

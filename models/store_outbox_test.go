@@ -122,7 +122,7 @@ func TestClaimOutbox_TakesDueUnleasedPendingMessagesUpToTheLimit(t *testing.T) {
 		putOutbox(t, s, first, leaseEnded, leaseEndsNow, last, notYet, held, abandoned, sent)
 
 		until := outboxNow.Add(10 * time.Second)
-		batch, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3)
+		batch, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestClaimOutbox_TakesDueUnleasedPendingMessagesUpToTheLimit(t *testing.T) {
 			}
 		}
 
-		again, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3)
+		again, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestClaimOutbox_TakesDueUnleasedPendingMessagesUpToTheLimit(t *testing.T) {
 		}
 		last.Attempts++
 		last.LockedUntil = &until
-		if none, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3); err != nil || len(none) != 0 {
+		if none, err := s.ClaimOutbox(ctx, EmailQueue, outboxNow, until, 3, nil, nil); err != nil || len(none) != 0 {
 			t.Fatalf("a third claim took %d messages, %v; want none", len(none), err)
 		}
 		expectOutbox(t, s, append(want, last, notYet, held, abandoned, sent)...)
@@ -174,7 +174,7 @@ func TestClaimOutbox_TakesOneQueueOnly(t *testing.T) {
 			queue OutboxQueue
 			want  OutboxMessage
 		}{{EmailQueue, email}, {WebhookQueue, hook}} {
-			batch, err := s.ClaimOutbox(ctx, c.queue, outboxNow, until, 10)
+			batch, err := s.ClaimOutbox(ctx, c.queue, outboxNow, until, 10, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func TestClaimOutbox_NoTwoClaimsTakeTheSameMessage(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					batch, err := w.ClaimOutbox(context.Background(), EmailQueue, outboxNow, outboxNow.Add(10*time.Second), limit)
+					batch, err := w.ClaimOutbox(context.Background(), EmailQueue, outboxNow, outboxNow.Add(10*time.Second), limit, nil, nil)
 					if err != nil {
 						errs <- err
 						return
@@ -262,7 +262,7 @@ func TestClaimOutbox_SkipsLockedMessagesOnPostgres(t *testing.T) {
 		}
 		waitCtx, cancel := context.WithTimeout(ctx, deadlock)
 		defer cancel()
-		batch, err := s.ClaimOutbox(waitCtx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10)
+		batch, err := s.ClaimOutbox(waitCtx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10, nil, nil)
 		if err != nil {
 			t.Fatalf("the claim waited for the locked message: %v", err)
 		}
@@ -272,7 +272,7 @@ func TestClaimOutbox_SkipsLockedMessagesOnPostgres(t *testing.T) {
 		if err := tx.Rollback().Error; err != nil {
 			t.Fatal(err)
 		}
-		batch, err = s.ClaimOutbox(ctx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10)
+		batch, err = s.ClaimOutbox(ctx, EmailQueue, outboxNow, outboxNow.Add(10*time.Second), 10, nil, nil)
 		if got := outboxIDs(batch); err != nil || !slices.Equal(got, []string{locked.ID}) {
 			t.Fatalf("once unlocked, claimed %q, %v; want %s", got, err, locked.ID)
 		}
@@ -400,10 +400,10 @@ func TestRecordOutbox_WritesResultsUnderTheLeaseOnly(t *testing.T) {
 		expectOutbox(t, s, droppedLost, failed, failedLost, abandoned, abandonedLost)
 
 		// A message rescheduled is due again at its next attempt, not before.
-		if batch, err := s.ClaimOutbox(ctx, EmailQueue, next.Add(-time.Microsecond), next.Add(10*time.Second), 10); err != nil || len(batch) != 0 {
+		if batch, err := s.ClaimOutbox(ctx, EmailQueue, next.Add(-time.Microsecond), next.Add(10*time.Second), 10, nil, nil); err != nil || len(batch) != 0 {
 			t.Fatalf("before its next attempt: claimed %d, %v", len(batch), err)
 		}
-		if batch, err := s.ClaimOutbox(ctx, EmailQueue, next, next.Add(10*time.Second), 10); err != nil || !slices.Equal(outboxIDs(batch), []string{failed.ID}) {
+		if batch, err := s.ClaimOutbox(ctx, EmailQueue, next, next.Add(10*time.Second), 10, nil, nil); err != nil || !slices.Equal(outboxIDs(batch), []string{failed.ID}) {
 			t.Fatalf("at its next attempt: claimed %q, %v; want %s", outboxIDs(batch), err, failed.ID)
 		}
 	})
@@ -570,8 +570,8 @@ func TestOutbox_StatementsUseIndexesOnATableMeasuredEmpty(t *testing.T) {
 		}
 		nothing := func(*gorm.DB) error { return nil }
 		plans := map[string]string{
-			"the e-mail claim":    explained(s.bookkeeping, nothing, claimPostgres[EmailQueue], at, at, at, 50, at),
-			"the webhook claim":   explained(s.bookkeeping, nothing, claimPostgres[WebhookQueue], at, at, at, 50, at),
+			"the e-mail claim":    explained(s.bookkeeping, nothing, claimPostgres[EmailQueue], at, at, at, ids, 50, at),
+			"the webhook claim":   explained(s.bookkeeping, nothing, claimPostgres[WebhookQueue], at, at, at, ids, 50, at),
 			"a lease's extension": explained(s.bookkeeping, nothing, extendOutboxSQL, at, ids, at),
 			"a release":           explained(s.bookkeeping, nothing, releaseOutboxSQL, ids, at),
 			"a drop":              explained(s.bookkeeping, nothing, dropOutboxSQL, ids, at),
