@@ -263,15 +263,13 @@ func (q OutboxQueue) String() string {
 // database may outlive their lease, and then fail): it leaves them to that deletion, without
 // waiting for the row locks it may hold.
 func (s *Store) ClaimOutbox(ctx context.Context, queue OutboxQueue, now, until time.Time, limit int, sent, deleting []string) ([]OutboxMessage, error) {
-	claim, excluded := claimSQLite[queue], any(nil)
-	if s.postgres {
-		claim, excluded = claimPostgres[queue], idArray(deleting)
-	} else {
-		list, err := json.Marshal(append([]string{}, deleting...))
+	claim, excluded := claimPostgres[queue], idArray(deleting)
+	if !s.postgres {
+		list, err := json.Marshal(append([]string{}, deleting...)) // [] rather than null
 		if err != nil {
 			return nil, err
 		}
-		excluded = string(list)
+		claim, excluded = claimSQLite[queue], string(list)
 	}
 	var batch []OutboxMessage
 	err := s.bookkeeping(ctx, func(tx *gorm.DB) error {
