@@ -36,7 +36,23 @@ func TestBrowser_AdminPages(t *testing.T) {
 	tab.waitFor(`document.querySelector('[data-testid=admin-user-email]')?.textContent === '` + target + `'`)
 	tab.screenshot("admin-user")
 
+	// A reason the rules refuse (a bidirectional override) comes back at its field, with what was
+	// typed and chosen kept, to correct rather than type again.
+	eval[string](tab, `document.querySelector('#ban-reason').value = 'pay \u202egnp.exe'; document.querySelector('#ban-for').value = '168h'`)
+	tab.do(chromedpClick(`#ban-confirm`), chromedpClick(`form[action$="/ban"] button`))
+	tab.waitFor(`document.querySelector('#ban-reason-error')?.textContent.includes('invisible characters')`)
+	// The browser focuses the field marked autofocus on its next rendering, after the load.
+	tab.waitFor(`document.activeElement?.id === 'ban-reason'`)
+	if got := eval[string](tab, `JSON.stringify([document.querySelector('#ban-reason').value, document.querySelector('#ban-for').value])`); got != "[\"pay \u202egnp.exe\",\"168h\"]" {
+		t.Fatalf("the refused ban's form lost what was typed: %s", got)
+	}
+	tab.screenshot("admin-ban-refused")
+	if !stillSignedIn(t, env, member) {
+		t.Fatal("a refused ban signed the member out")
+	}
+
 	// Ban: refused without the tick (the browser's own check), done with it.
+	eval[string](tab, `document.querySelector('#ban-reason').value = 'spam'`)
 	tab.do(chromedpClick(`#ban-confirm`), chromedpClick(`form[action$="/ban"] button`))
 	tab.waitFor(`document.querySelector('[data-testid=admin-status]')?.textContent.includes('banned')`)
 	if stillSignedIn(t, env, member) {

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -64,10 +65,20 @@ func TestAdminPages_Refusals(t *testing.T) {
 			!strings.Contains(string(r.Body), "Choose how long the ban lasts.") || !live(t, e, user) {
 			t.Fatalf("a negative ban length: %d", r.Status)
 		}
-		// A reason that could disguise what it says is refused on the page, in words, as a name is.
-		if r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"24h"}, "reason": {"pay \u202egnp.exe"}}); r.Status != http.StatusUnprocessableEntity ||
-			!strings.Contains(string(r.Body), "Use at most 500 characters, with no control or invisible characters.") || !live(t, e, user) {
-			t.Fatalf("a reason with a bidirectional override: %d", r.Status)
+		// A reason that could disguise what it says is refused on the page, in words, as a name is,
+		// at its field, and the form comes back as it was sent: the reason to correct and the
+		// length chosen. The admin pages are in English, whatever the admin's language.
+		refused := e.Do(testkit.Request{Method: "POST", Path: "/admin/users/" + user.UserID + "/ban",
+			Body:        url.Values{"confirm": {"yes"}, "for": {"168h"}, "reason": {"pay \u202egnp.exe"}}.Encode(),
+			ContentType: "application/x-www-form-urlencoded", Cookies: admin.Cookies(),
+			Header: http.Header{"Origin": {e.URL}, "Accept-Language": {"de"}}})
+		body := string(refused.Body)
+		if refused.Status != http.StatusUnprocessableEntity || !live(t, e, user) ||
+			!regexp.MustCompile(`id="ban-reason-error"[^>]*>\s*(<svg[\s\S]*?</svg>)?\s*<span>Use at most 500 characters, with no control or invisible characters.</span>`).MatchString(body) ||
+			!regexp.MustCompile(`<input id="ban-reason"[^>]* value="pay \x{202e}gnp.exe"[^>]* aria-invalid="true"`).MatchString(body) ||
+			!regexp.MustCompile(`<option value="168h" selected>`).MatchString(body) || strings.Contains(body, `value="24h" selected`) ||
+			strings.Contains(body, `data-testid="admin-error"`) {
+			t.Fatalf("a reason with a bidirectional override: %d\n%s", refused.Status, body)
 		}
 		r := page(admin, "POST", "/admin/users/"+user.UserID+"/ban", url.Values{"confirm": {"yes"}, "for": {"24h"}, "reason": {"spam"}})
 		if r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/admin/users/"+user.UserID+"?done=banned" || live(t, e, user) {

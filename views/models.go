@@ -397,6 +397,20 @@ type AdminUser struct {
 	Status, Error string
 	// Self is the admin's own account: it cannot be banned or removed from here.
 	Self bool
+	// Ban is the ban form as the admin left it, when a ban was refused.
+	Ban AdminBanForm
+}
+
+// AdminBanForm is the ban form of an account's admin page: the reason typed and the length
+// chosen, kept when the ban was refused so that nothing typed is lost, and why the reason was
+// refused ("" when it was not).
+type AdminBanForm struct {
+	Reason, For, ReasonError string
+}
+
+// BanLengths are the ban form's choices: a length ParseBanLength reads, and its words.
+var BanLengths = []struct{ Value, Text string }{
+	{"24h", "A day"}, {"168h", "A week"}, {"720h", "30 days"}, {"0", "Until lifted"},
 }
 
 // AdminAuditRow is one audit event on an account's admin page.

@@ -97,10 +97,12 @@ func (h *Pages) adminUser(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return h.renderAdminUser(c, st, fiber.StatusOK, adminStatuses[c.Query("done")], "")
+	return h.renderAdminUser(c, st, fiber.StatusOK, adminStatuses[c.Query("done")], "", views.AdminBanForm{})
 }
 
-func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int, done, problem string) error {
+// renderAdminUser answers with status and an account's admin page, saying what was done (done)
+// or why it was not (problem), with the ban form as ban holds it.
+func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int, done, problem string, ban views.AdminBanForm) error {
 	ctx := c.UserContext()
 	id := c.Params("id")
 	u, err := h.auth.AdminGetUser(ctx, st, id)
@@ -111,7 +113,7 @@ func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int,
 		return err
 	}
 	v := views.AdminUser{Row: adminRow(u.ID, u.Email, u.Name, u.Role, u.CreatedAt, u.Banned), Status: done, Error: problem,
-		Self: u.ID == st.User.ID}
+		Self: u.ID == st.User.ID, Ban: ban}
 	if u.BanReason != nil {
 		v.BanReason = *u.BanReason
 	}
@@ -160,15 +162,24 @@ func (h *Pages) adminAction(done string, act func(c *fiber.Ctx, st *auth.Session
 			if errors.Is(err, auth.ErrNoSuchUser) {
 				return fiber.ErrNotFound
 			}
+			// The ban form comes back as it was sent (the other actions send none of it), and a
+			// refused reason is said at its field. The admin pages are in English (lang="en"),
+			// their refusals too.
+			ban := views.AdminBanForm{Reason: strings.ToValidUTF8(formValue(c, "reason"), "\uFFFD"), For: formValue(c, "for")}
 			message, ok := adminProblems[err]
+			var fe *auth.FieldError
+			if !ok && errors.As(err, &fe) && fe.Field == auth.FieldBanReason {
+				pr, _ := explain(i18n.English(), err, countedRequests)
+				ban.ReasonError, message, ok = pr.message, "", true
+			}
 			if !ok {
-				pr, known := explain(h.lang(c), err, countedRequests)
+				pr, known := explain(i18n.English(), err, countedRequests)
 				if !known {
 					return err
 				}
 				message = pr.message
 			}
-			return h.renderAdminUser(c, st, fiber.StatusUnprocessableEntity, "", message)
+			return h.renderAdminUser(c, st, fiber.StatusUnprocessableEntity, "", message, ban)
 		}
 		if done == "removed" {
 			return c.Redirect("/admin", fiber.StatusSeeOther)
