@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,13 @@ func TestBrowser_AdminPages(t *testing.T) {
 
 	// The audit trail shows what was done, by an admin.
 	tab.waitFor(`document.querySelector('[data-testid=admin-audit]').textContent.includes('admin.user_banned')`)
+	// In words, by whom, with its detail and the action's name (the test's clock stands still, so
+	// the two events share their time and either may come first).
+	if got := eval[string](tab, `[...document.querySelectorAll('[data-testid=admin-audit] li')].map(li => li.innerText.replace(/\s+/g, ' ')).join('|')`); !strings.Contains(got, "Ban lifted by an admin 2026-") ||
+		!regexp.MustCompile(`Banned by an admin [0-9-]+ [0-9:]+ UTC expires [0-9-]+ [0-9:]+ UTC · reason spam · sessions ended 1 · from [0-9.]+ · admin\.user_banned`).MatchString(got) {
+		t.Fatalf("the audit trail reads %q", got)
+	}
+	tab.screenshot("admin-user-audit")
 
 	// Remove, confirmed: back to the list, the account gone.
 	tab.do(chromedpClick(`#remove-confirm`), chromedpClick(`form[action$="/remove"] button`))

@@ -413,9 +413,11 @@ var BanLengths = []struct{ Value, Text string }{
 	{"24h", "A day"}, {"168h", "A week"}, {"720h", "30 days"}, {"0", "Until lifted"},
 }
 
-// AdminAuditRow is one audit event on an account's admin page.
+// AdminAuditRow is one audit event on an account's admin page: when (UTC), the action as stored
+// and in words, who did it when not the account ("by an admin"), its detail in words, and the
+// address the request came from.
 type AdminAuditRow struct {
-	At, Action, Actor, Detail string
+	At, Action, Words, Actor, Detail, IPAddress string
 }
 
 // countText writes n things in words: "1 account", "3 accounts".

@@ -1,8 +1,10 @@
 package pages
 
 import (
+	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +142,12 @@ func (h *Pages) renderAdminUser(c *fiber.Ctx, st *auth.SessionState, status int,
 		case *e.ActorID != u.ID:
 			actor = "by an admin"
 		}
-		v.Audit = append(v.Audit, views.AdminAuditRow{At: e.At.UTC().Format("2006-01-02 15:04"), Action: e.Action, Actor: actor, Detail: e.Detail})
+		words, ok := auditWords[e.Action]
+		if !ok {
+			words = e.Action
+		}
+		v.Audit = append(v.Audit, views.AdminAuditRow{At: e.At.UTC().Format("2006-01-02 15:04"), Action: e.Action, Words: words,
+			Actor: actor, Detail: auditDetail(e.Detail), IPAddress: e.IPAddress})
 	}
 	p, err := h.adminPage(c, u.Email)
 	if err != nil {
@@ -186,6 +193,79 @@ func (h *Pages) adminAction(done string, act func(c *fiber.Ctx, st *auth.Session
 		}
 		return c.Redirect(views.AdminPageURL(id)+"?done="+url.QueryEscape(done), fiber.StatusSeeOther)
 	}
+}
+
+// auditWords are the audit log's actions in words, as an account's admin page shows them.
+var auditWords = map[string]string{
+	auth.AuditSignUp:               "Signed up",
+	auth.AuditSignIn:               "Signed in",
+	auth.AuditVerificationLocked:   "Code entry locked after failed codes",
+	auth.AuditSignOut:              "Signed out",
+	auth.AuditSessionRevoked:       "Devices signed out",
+	auth.AuditEmailChangeRequested: "Asked to change the e-mail address",
+	auth.AuditEmailChanged:         "Changed the e-mail address",
+	auth.AuditEmailRestored:        "E-mail address restored",
+	auth.AuditConsentGranted:       "Agreed to product news",
+	auth.AuditConsentWithdrawn:     "Withdrew from product news",
+	auth.AuditDeletionRequested:    "Asked to delete the account",
+	auth.AuditDeletionRestored:     "Kept the account it had asked to delete",
+	auth.AuditPurged:               "Erased",
+	auth.AuditRoleSet:              "Role set",
+	auth.AuditUserUpdated:          "Account edited",
+	auth.AuditBanned:               "Banned",
+	auth.AuditUnbanned:             "Ban lifted",
+	auth.AuditUserRemoved:          "Removed",
+	auth.AuditImpersonationStarted: "An admin signed in as the account",
+	auth.AuditImpersonationStopped: "The admin signed in as the account left",
+}
+
+// auditDetail writes an audit event's detail, a JSON object, for a person: each field's name and
+// value, in the stored (alphabetical) order, times to the minute in UTC, true and false as yes
+// and no, null as none, lists joined; "" for an empty one. A detail it cannot read is shown as
+// stored.
+func auditDetail(detail string) string {
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(detail), &fields); err != nil {
+		return detail
+	}
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		parts = append(parts, strings.ReplaceAll(name, "_", " ")+" "+auditValue(fields[name]))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// auditValue writes one value of an audit event's detail (auditDetail).
+func auditValue(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "none"
+	case bool:
+		if v {
+			return "yes"
+		}
+		return "no"
+	case string:
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		return v
+	case []any:
+		items := make([]string, len(v))
+		for i, item := range v {
+			items[i] = auditValue(item)
+		}
+		return strings.Join(items, ", ")
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // errNotConfirmed refuses a destructive action whose box was not ticked.
