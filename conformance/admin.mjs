@@ -71,6 +71,15 @@ check("listUsers searches, sorts and pages; getUser, updateUser and setRole", as
   assert.deepEqual(page.users.map((u) => u.email), [`${prefix}-3@example.com`, `${prefix}-2@example.com`]);
   const admins = await admin.client.admin.listUsers({ query: { filterField: "role", filterValue: "admin", filterOperator: "eq" } });
   assert.ok(admins.users.some((u) => u.email === adminEmail));
+  // An array, as the client sends it: the key repeated (filterValue=a&filterValue=b).
+  const picked = await admin.client.admin.listUsers({
+    query: { filterField: "email", filterOperator: "in", filterValue: [`${prefix}-1@example.com`, `${prefix}-3@example.com`], sortBy: "email" },
+  });
+  assert.deepEqual(picked.users.map((u) => u.email), [`${prefix}-1@example.com`, `${prefix}-3@example.com`]);
+  const others = await admin.client.admin.listUsers({
+    query: { searchValue: prefix, filterField: "email", filterOperator: "not_in", filterValue: [`${prefix}-1@example.com`, `${prefix}-3@example.com`] },
+  });
+  assert.deepEqual(others.users.map((u) => u.email), [`${prefix}-2@example.com`]);
   const one = await admin.client.admin.getUser({ query: { id: people[0].user.id } });
   assert.equal(one.email, `${prefix}-1@example.com`);
   const renamed = await admin.client.admin.updateUser({ userId: one.id, data: { name: "Renamed" } });

@@ -158,14 +158,16 @@ func userQuery(c *fiber.Ctx) (models.UserQuery, error) {
 	default:
 		issue("sortDirection", `Invalid option: expected one of "asc"|"desc"`)
 	}
-	if raw, set := c.Queries()["filterValue"]; set {
+	// better-fetch sends an array as the key repeated (filterValue=a&filterValue=b), which
+	// better-auth reads as that array.
+	if raws := c.Request().URI().QueryArgs().PeekMulti("filterValue"); len(raws) > 0 {
 		name := c.Query("filterField", "email")
 		field, ok := wireUserFields[name]
 		if !ok {
 			issue("filterField", "Invalid input: not a field users can be filtered by")
 		}
 		op := models.Operator(c.Query("filterOperator", string(models.OpEq)))
-		value, err := filterValue(field, op, raw)
+		value, err := filterValue(field, op, raws)
 		if err != nil {
 			issue("filterValue", err.Error())
 		}
@@ -177,8 +179,10 @@ func userQuery(c *fiber.Ctx) (models.UserQuery, error) {
 	return q, nil
 }
 
-// filterValue reads a filter's value as its field's type; a list for in and not_in.
-func filterValue(field models.UserField, op models.Operator, raw string) (any, error) {
+// filterValue reads a filter's value, given as the query's filterValue once or more, as its
+// field's type; a list for in and not_in, from the key repeated, or given once as a JSON array or
+// a comma-separated list. Another operator takes one value.
+func filterValue(field models.UserField, op models.Operator, raws [][]byte) (any, error) {
 	one := func(s string) (any, error) {
 		switch field {
 		case models.UserFieldBanned, models.UserFieldEmailVerified:
@@ -204,11 +208,21 @@ func filterValue(field models.UserField, op models.Operator, raw string) (any, e
 		}
 		return s, nil
 	}
-	if op != models.OpIn && op != models.OpNotIn {
+	list := op == models.OpIn || op == models.OpNotIn
+	if !list && len(raws) > 1 {
+		return nil, errors.New("Invalid input: expected one value for this operator")
+	}
+	raw := string(raws[0])
+	if !list {
 		return one(raw)
 	}
 	var items []string
-	if strings.HasPrefix(raw, "[") {
+	switch {
+	case len(raws) > 1:
+		for _, r := range raws {
+			items = append(items, string(r))
+		}
+	case strings.HasPrefix(raw, "["):
 		var decoded []any
 		if err := json.Unmarshal([]byte(raw), &decoded); err != nil {
 			return nil, errors.New("Invalid input: expected a JSON array or a comma-separated list")
@@ -224,7 +238,7 @@ func filterValue(field models.UserField, op models.Operator, raw string) (any, e
 				return nil, errors.New("Invalid input: expected a list of strings, numbers or booleans")
 			}
 		}
-	} else {
+	default:
 		items = strings.Split(raw, ",")
 	}
 	values := make([]any, 0, len(items))
