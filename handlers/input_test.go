@@ -223,6 +223,12 @@ func TestRoutes_UnknownAndWrongMethodAreJSON(t *testing.T) {
 		}
 	}
 	e.Get(sendPath).ExpectError(t, 405, "METHOD_NOT_ALLOWED")
+	// better-auth's own code for a POST to get-session (its deferred refreshes being off).
+	if r := e.Post("/api/auth/get-session", map[string]any{}); r.Header.Get("Allow") != "GET, HEAD" {
+		t.Fatalf("POST get-session: Allow %q", r.Header.Get("Allow"))
+	} else {
+		r.ExpectError(t, 405, "METHOD_NOT_ALLOWED_DEFER_SESSION_REQUIRED")
+	}
 	if r := e.Get("/api/auth/ok"); r.Status != 200 || string(r.Body) != `{"ok":true}` {
 		t.Fatalf("ok: %d %s", r.Status, r.Body)
 	}

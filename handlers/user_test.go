@@ -70,6 +70,14 @@ func TestUpdateUser_RefusesBadInput(t *testing.T) {
 		e.Post(updateUserPath, map[string]any{"email": "mallory@example.com"}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
 		e.Post(updateUserPath, map[string]any{"name": "x", "email": "mallory@example.com"}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
 		e.Post(updateUserPath, map[string]any{}, bearer...).ExpectError(t, 400, "NO_FIELDS_TO_UPDATE")
+		for _, email := range []any{true, 1, map[string]any{}, []string{}, "0"} {
+			e.Post(updateUserPath, map[string]any{"name": "x", "email": email}, bearer...).ExpectError(t, 400, "EMAIL_CAN_NOT_BE_UPDATED")
+		}
+		// As better-auth reads it (if (body.email)), a falsy address is no address: it changes
+		// nothing, and the rest of the body is done.
+		for _, email := range []any{nil, "", false, 0} {
+			e.Post(updateUserPath, map[string]any{"email": email}, bearer...).ExpectError(t, 400, "NO_FIELDS_TO_UPDATE")
+		}
 		// Invisible characters too (ASVS 2.2.1): a name must not render blank or disguise itself.
 		for _, name := range []any{strings.Repeat("n", 101), "bad\nline", "evil\u202egnp.exe", 42, true, []string{"a"},
 			"\u200b", "Al\ufeffice", "\u00ad", "\u3164", "\u2800", "Alice\U000E0041", "\u2060\u2060"} {
@@ -86,6 +94,14 @@ func TestUpdateUser_RefusesBadInput(t *testing.T) {
 		e.DB.Where("id = ?", s.UserID).Take(&u)
 		if u.Email != "alice@example.com" || u.Name != "" || u.Image != nil {
 			t.Fatalf("rejected updates changed the user: %+v", u)
+		}
+		if r := e.Post(updateUserPath, map[string]any{"name": "Alice N", "email": nil}, bearer...); r.Status != 200 || string(r.Body) != `{"status":true}` {
+			t.Fatalf("an update with a null address: %d %s", r.Status, r.Body)
+		}
+		var renamed models.User
+		e.DB.Take(&renamed, "id = ?", s.UserID)
+		if renamed.Name != "Alice N" || renamed.Email != "alice@example.com" {
+			t.Fatalf("after an update with a null address: %q %q", renamed.Name, renamed.Email)
 		}
 	})
 }

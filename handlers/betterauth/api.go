@@ -53,6 +53,10 @@ func (h *API) Mount(app *fiber.App, limiter *middleware.RateLimiter) {
 	ba.Post("/email-otp/send-verification-otp", sendLimit, h.sendVerificationOTP)
 	ba.Post("/sign-in/email-otp", signInLimit, h.signInEmailOTP)
 	ba.Get("/get-session", h.getSession)
+	ba.Post("/get-session", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderAllow, "GET, HEAD")
+		return errGetSessionByPost
+	})
 	ba.Post("/sign-out", h.signOut)
 	ba.Post("/update-user", fromDB, h.updateUser)
 	ba.Get("/ok", h.ok)

@@ -102,6 +102,30 @@ func (b *jsonBody) has(name string) bool {
 	return ok
 }
 
+// truthy reports whether the body has the field with a value JavaScript reads as true: not
+// null, false, 0 or "" (better-auth's handlers test some fields so, "if (body.email)").
+func (b *jsonBody) truthy(name string) bool {
+	raw, ok := b.fields[name]
+	if !ok {
+		return false
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return true
+	}
+	switch v := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case float64:
+		return v != 0
+	case string:
+		return v != ""
+	}
+	return true
+}
+
 // str reads a string field. A missing required field, or a value of another type, is recorded.
 func (b *jsonBody) str(name string, required bool) string {
 	raw, ok := b.fields[name]

@@ -56,6 +56,9 @@ var (
 	errContentTypeRequired  = newError(fiber.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "Content-Type is required. Allowed types: application/json")
 	errInternal             = newError(fiber.StatusInternalServerError, "INTERNAL_SERVER_ERROR", "Internal server error")
 	errUnavailable          = newError(fiber.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", "Service temporarily unavailable")
+	// errGetSessionByPost is better-auth's answer to POST /get-session when its deferred
+	// refreshes are off: here a session is always read, and refreshed, with GET.
+	errGetSessionByPost = newError(fiber.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED_DEFER_SESSION_REQUIRED", "POST is not allowed: read the session with GET, which also refreshes it")
 	// domainErrors answer what auth and the middleware refuse.
 	domainErrors = map[error]*Error{
 		middleware.ErrUnknownMethod:    newError(fiber.StatusBadRequest, "BAD_REQUEST", "Unknown request method"),

@@ -52,7 +52,9 @@ type updateUserRequest struct {
 }
 
 func (r *updateUserRequest) decode(b *jsonBody) error {
-	if b.has("email") {
+	// better-auth refuses an address only when one is given: null, "" (or another falsy value)
+	// is no address and changes nothing.
+	if b.truthy("email") {
 		return errEmailCannotBeUpdated
 	}
 	r.Name = b.optStr("name")
