@@ -93,8 +93,9 @@ const maxCacheLength = 3900
 var cacheBuffers = sync.Pool{New: func() any { b := make([]byte, maxCacheLength); return &b }}
 
 // decodeCache opens a session_data value made for token. It fails for anything tampered with,
-// made with another key or for another token or in another layout, stale, or for a session past
-// its expiry. The state it returns shares no memory with value.
+// made with another key or for another token or in another layout, stale, sealed before this
+// process started (a session revoked before a restart is in no revocation list of this one), or
+// for a session past its expiry. The state it returns shares no memory with value.
 func (s *Service) decodeCache(value []byte, token string, now time.Time) (*SessionState, bool) {
 	if len(value) > maxCacheLength {
 		return nil, false
@@ -122,7 +123,7 @@ func (s *Service) decodeCache(value []byte, token string, now time.Time) (*Sessi
 		times[i], rest = v, rest[k:]
 	}
 	micro := now.UnixMicro()
-	if micro >= times[0] || micro >= times[1] || micro >= times[2] {
+	if micro >= times[0] || micro >= times[1] || micro >= times[2] || times[0]-CookieCacheTTL.Microseconds() < s.started.UnixMicro() {
 		return nil, false
 	}
 	// One string holds every text field; the fields are slices of it.
@@ -150,8 +151,9 @@ func (s *Service) decodeCache(value []byte, token string, now time.Time) (*Sessi
 	}
 	t := func(us int64) time.Time { return time.UnixMicro(us).UTC() }
 	st := &SessionState{
-		Token:  token,
-		Cached: true,
+		Token:    token,
+		Cached:   true,
+		CachedAt: t(times[0] - CookieCacheTTL.Microseconds()),
 		Session: models.Session{
 			ID: strs[0], UserID: strs[1], ExpiresAt: t(times[1]), AbsoluteExpiresAt: t(times[2]),
 			IPAddress: strs[2], UserAgent: strs[3], CreatedAt: t(times[3]), UpdatedAt: t(times[4]),

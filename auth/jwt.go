@@ -183,7 +183,10 @@ func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, err
 }
 
 // signJWT signs a new JWT for st with the key that signs at now. It expires after JWTLifetime,
-// or with the session if that comes first.
+// or with the session if that comes first. One signed for a session the cookie cache answered
+// for expires JWTLifetime after the cache was sealed: another instance may have ended the session
+// since, within the cache's five minutes, and no JWT outlives a revocation by more than
+// JWTLifetime, however it was made.
 func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) (token, kid string, exp time.Time, err error) {
 	ks, err := s.keyset(ctx, now)
 	if err != nil {
@@ -205,6 +208,9 @@ func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) 
 	exp = now.Add(JWTLifetime)
 	if st.Session.ExpiresAt.Before(exp) {
 		exp = st.Session.ExpiresAt
+	}
+	if vouched := st.CachedAt.Add(JWTLifetime); st.Cached && vouched.Before(exp) {
+		exp = vouched
 	}
 	u := &st.User
 	claims := jwtClaims{

@@ -17,7 +17,8 @@ func (s *Service) revokeLocally(ids []string) {
 
 // revocations remembers sessions revoked in this process until any cookie cache that could still
 // vouch for them has expired, so a signed-out browser replaying its cache is refused at once.
-// Other instances learn of the revocation through the database once the cache expires.
+// Other instances learn of the revocation through the database once the cache expires; a process
+// started since (a restart) trusts no cache sealed before it started (Service.started).
 type revocations struct {
 	mu    sync.RWMutex
 	until map[string]time.Time

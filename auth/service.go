@@ -105,7 +105,11 @@ type Service struct {
 	clock         func() time.Time
 	log           *slog.Logger
 	revoked       *revocations
-	adminEmails   map[string]bool
+	// started is when this Service was made: a cookie cache sealed before it may vouch for a
+	// session revoked in a process before this one (a restart), whose revocations this one
+	// never learned, and is checked against the database instead (Session).
+	started     time.Time
+	adminEmails map[string]bool
 	// auditRetention is Options.AuditRetention.
 	auditRetention time.Duration
 	// hooks is Options.Webhooks; stamps times its events.
@@ -160,6 +164,7 @@ func New(opts Options) (*Service, error) {
 	if s.clock == nil {
 		s.clock = time.Now
 	}
+	s.started = s.now()
 	if s.log == nil {
 		s.log = slog.Default()
 	}

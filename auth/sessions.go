@@ -60,6 +60,9 @@ type SessionState struct {
 	Refreshed bool
 	// Cached means the answer came from the cookie cache, without the database.
 	Cached bool
+	// CachedAt is, for a Cached state, when the cache was sealed: when the database last
+	// vouched for the session, as far as this request knows.
+	CachedAt time.Time
 }
 
 // SessionQuery is the credential a request presented and how it may be checked.
