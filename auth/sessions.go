@@ -111,13 +111,17 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 		}
 		if expires.After(st.Session.ExpiresAt) {
 			live, err := s.store.RefreshSession(ctx, st.Session.ID, expires, now)
-			if err != nil {
-				return nil, err
-			}
-			if !live {
+			switch {
+			case err != nil:
+				// The session was just read, live: a refresh that cannot be written (a
+				// read-only database during a failover, a lock) waits for a later request,
+				// and this one is answered: the session is live until its expiry all the same.
+				s.log.WarnContext(ctx, "refreshing a session failed; answered without the refresh", "error", err)
+			case !live:
 				return nil, nil // signed out meanwhile
+			default:
+				st.Session.ExpiresAt, st.Session.UpdatedAt, st.Refreshed = expires, now, true
 			}
-			st.Session.ExpiresAt, st.Session.UpdatedAt, st.Refreshed = expires, now, true
 		}
 	}
 	return st, nil

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"codeauth/internal/testkit"
 	"codeauth/models"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // expectUnavailable fails the test unless r is the 503 of a database that cannot serve: the
@@ -363,4 +366,79 @@ func TestSessionReadsSurviveDeadPooledConnections(t *testing.T) {
 			expectSession(t, getSession(e, nil, bearer(s)...), s.UserID)
 		}
 	}
+}
+
+// Catalogue R1: a lock the service cannot have within the operator's lock_timeout (a migration
+// holding a table) and a deadlock with an operator's session roll the transaction back and may
+// be tried again in a moment: 503 with Retry-After, never a 500.
+func TestDatabaseLockTimeout_ServiceUnavailable(t *testing.T) {
+	var url string
+	e := testkit.New(t, testkit.Postgres, testkit.WithDatabaseURL(func(u string) string {
+		url = u
+		sep := "?"
+		if strings.Contains(u, "?") {
+			sep = "&"
+		}
+		return u + sep + "options=-c%20lock_timeout%3D300ms"
+	}))
+	s := e.SignIn("alice@example.com")
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Released before the service's store closes (t.Cleanup runs last first).
+	t.Cleanup(func() { tx.Rollback(ctx); holder.Close(ctx) })
+	if _, err := tx.Exec(ctx, "LOCK TABLE sessions, users IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	expectUnavailable(t, e.Post("/api/auth/sign-out", map[string]any{}, bearer(s)...))
+	expectUnavailable(t, e.Post(updateUserPath, map[string]any{"name": "Alice"}, bearer(s)...))
+	if strings.Contains(e.Logs.String(), `level=ERROR msg="request failed"`) {
+		t.Fatal("a lock timeout was logged as an unexpected failure")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Post(updateUserPath, map[string]any{"name": "Alice"}, bearer(s)...); r.Status != 200 {
+		t.Fatalf("with the lock gone: %d %s", r.Status, r.Body)
+	}
+}
+
+// A session due for its daily refresh is still answered when the refresh cannot be written (a
+// database read-only during a failover, here a trigger refusing it): the read succeeded, and the
+// refresh waits for a later request. Before, every session over a day old was a 503 meanwhile.
+func TestSessionRefreshRefused_SessionStillAnswered(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		s := e.SignIn("alice@example.com")
+		e.Clock.Advance(25 * time.Hour)
+		refuse := []string{`CREATE TRIGGER refuse_refresh BEFORE UPDATE ON sessions BEGIN SELECT RAISE(ABORT, 'read-only'); END`}
+		if e.Dialect == testkit.Postgres {
+			refuse = []string{
+				`CREATE FUNCTION refuse_refresh() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'read-only' USING ERRCODE = '25006'; END $$`,
+				`CREATE TRIGGER refuse_refresh BEFORE UPDATE ON sessions FOR EACH ROW EXECUTE FUNCTION refuse_refresh()`,
+			}
+		}
+		for _, stmt := range refuse {
+			if err := e.DB.Exec(stmt).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var before models.Session
+		e.DB.Take(&before, "user_id = ?", s.UserID)
+		r := getSession(e, nil, bearer(s)...)
+		expectSession(t, r, s.UserID)
+		if r.Header.Get("set-auth-token") != "" {
+			t.Fatal("a refresh that was not written was announced")
+		}
+		var after models.Session
+		e.DB.Take(&after, "user_id = ?", s.UserID)
+		if !after.ExpiresAt.Equal(before.ExpiresAt) {
+			t.Fatal("the refused refresh changed the session")
+		}
+	})
 }

@@ -75,14 +75,21 @@ func Unavailable(err error) bool {
 // unavailableCode reports the PostgreSQL error codes of a server that cannot serve now: class
 // 08 (connection exception), 53 (insufficient resources: disk full, out of memory, too many
 // connections), 57P01-57P05 (terminated by an administrator, crash shutdown, cannot connect now,
-// database dropped, idle session timeout), 57014 (a statement timeout) and 25006 (a read-only
-// transaction: a standby, or a server or role set read-only).
+// database dropped, idle session timeout), 57014 (a statement timeout), 25006 (a read-only
+// transaction: a standby, or a server or role set read-only), and the transient refusals of
+// concurrent work, after which the transaction rolled back and may be tried again: 55P03 (a lock
+// not had within lock_timeout, as while a migration holds a table), 40P01 (a deadlock, the other
+// party an operator's session or a job) and 40001 (a serialization failure).
 func unavailableCode(code string) bool {
 	switch {
 	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"), strings.HasPrefix(code, "57P"):
 		return true
 	}
-	return code == "57014" || code == "25006"
+	switch code {
+	case "57014", "25006", "55P03", "40P01", "40001":
+		return true
+	}
+	return false
 }
 
 // SQLite's primary result codes that mean the file cannot be used now.

@@ -32,6 +32,9 @@ func TestUnavailable(t *testing.T) {
 		"disk full":                      pg("ERROR", "53100"),
 		"read-only transaction":          pg("ERROR", "25006"),
 		"statement timeout":              pg("ERROR", "57014"),
+		"lock timeout":                   pg("ERROR", "55P03"),
+		"deadlock":                       pg("ERROR", "40P01"),
+		"serialization failure":          pg("ERROR", "40001"),
 		"any other fatal":                pg("FATAL", "XX000"),
 		"commit unknown":                 fmt.Errorf("x: %w", ErrCommitUnknown),
 		"bad connection":                 driver.ErrBadConn,
@@ -48,7 +51,6 @@ func TestUnavailable(t *testing.T) {
 	for name, err := range map[string]error{
 		"unique violation":  pg("ERROR", "23505"),
 		"undefined table":   pg("ERROR", "42P01"),
-		"serialization":     pg("ERROR", "40001"),
 		"not found":         gorm.ErrRecordNotFound,
 		"duplicated key":    gorm.ErrDuplicatedKey,
 		"anything else":     errors.New("rendering: template"),
