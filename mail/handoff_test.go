@@ -336,6 +336,9 @@ type deletions struct {
 	calls     [][]string // each deletion's ids, sorted
 	failFirst int
 	failed    int
+	// failWith, when set, is what DeleteSentOutbox and ClaimOutbox fail with for as long as it
+	// is set: the database is away.
+	failWith error
 }
 
 func (d *deletions) note(ids []string) {
@@ -345,6 +348,10 @@ func (d *deletions) note(ids []string) {
 func (d *deletions) DeleteSentOutbox(ctx context.Context, ids []string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.failWith != nil {
+		d.failed++
+		return d.failWith
+	}
 	if d.failed < d.failFirst {
 		d.failed++
 		return errors.New("the database is away")
@@ -356,6 +363,9 @@ func (d *deletions) DeleteSentOutbox(ctx context.Context, ids []string) error {
 func (d *deletions) ClaimOutbox(ctx context.Context, queue models.OutboxQueue, now, until time.Time, limit int, sent, deleting []string) ([]models.OutboxMessage, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.failWith != nil {
+		return nil, d.failWith
+	}
 	if len(sent) > 0 {
 		d.note(sent)
 	}
@@ -411,6 +421,33 @@ func TestOutbox_AWorkerDeletesWhatItDeliveredTogether(t *testing.T) {
 				t.Fatalf("after the stop: %s", s)
 			}
 		}
+	})
+}
+
+// The timer's deletion tries again every second while the database is unavailable, and says so
+// once a minute, as a warning, like the workers: an outage of a minute was sixty ERROR lines.
+func TestOutbox_AnOutageOfTheTimersDeletionsIsSaidOnce(t *testing.T) {
+	eachDB(t, func(t *testing.T, f *fleet) {
+		got := testkit.NewMemory()
+		store := f.newStore()
+		counted := &deletions{Store: store, failWith: fmt.Errorf("deleting: %w", models.ErrUnavailable)}
+		o := f.outbox(counted, got)
+		o.SetRecordLinger(5 * time.Millisecond)
+		store.SetOutboxHandoff(o)
+		f.run(o)
+		f.queueCode(store, o, "a@example.com", "123456", "")
+		f.waitFor("three failed deletions", func() bool {
+			counted.mu.Lock()
+			defer counted.mu.Unlock()
+			return counted.failed >= 3
+		})
+		logs := f.logs.String()
+		if n := strings.Count(logs, "recording deliveries waits"); n != 1 || strings.Contains(logs, "level=ERROR") {
+			t.Fatalf("said %d times, or as an error:\n%s", n, logs)
+		}
+		counted.mu.Lock()
+		counted.failWith = nil
+		counted.mu.Unlock()
 	})
 }
 

@@ -159,6 +159,9 @@ type Outbox struct {
 		sync.Mutex
 		byQueue map[models.OutboxQueue]*unrecorded
 	}
+	// flushWarned is when the timer's deletions last said the database was unavailable (Unix
+	// nanoseconds): at most once per outageRepeat, as the workers say it.
+	flushWarned atomic.Int64
 }
 
 // unrecorded is the ids of a queue's messages sent and not yet deleted, those whose deletion is
@@ -1045,7 +1048,17 @@ func (o *Outbox) flushLater(queue models.OutboxQueue) {
 	o.delivered.Lock()
 	o.delivered.byQueue[queue].armed = false
 	o.delivered.Unlock()
-	if err := o.flushDelivered(context.Background(), queue); err != nil {
+	err := o.flushDelivered(context.Background(), queue)
+	switch {
+	case err == nil:
+	case models.Unavailable(err):
+		// Tried again every linger while the outage lasts; said once per outageRepeat, a warning
+		// like the workers' own about it.
+		now, last := time.Now().UnixNano(), o.flushWarned.Load()
+		if now-last >= int64(outageRepeat) && o.flushWarned.CompareAndSwap(last, now) {
+			o.log.Warn("outbox: database unavailable, recording deliveries waits", "queue", queue.String(), "error", err)
+		}
+	default:
 		o.log.Error("outbox: recording deliveries", "queue", queue.String(), "error", err)
 	}
 }
