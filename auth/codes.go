@@ -87,13 +87,13 @@ func (s *Service) SendSignInCode(ctx context.Context, rawEmail, locale, browser 
 	// The send is counted in the transaction that stores the code (or reads the live one) and
 	// queues its e-mail, so one commit makes both durable. A refused send is committed alone: it
 	// still counts.
-	count := s.sendCount(email, true)
+	count := s.sendCount(email, signInCodes)
 	issued, err := s.store.IssueCode(ctx, models.SendCode{Count: count, Limit: SendLimit, Code: v, Mail: m, Reuse: resend, MaxAttempts: OTPMaxAttempts})
 	if err != nil {
 		return err
 	}
 	if !issued.Stored && !issued.Reused {
-		return s.sendRefused(ctx, email, count, issued.Counted)
+		return s.sendRefused(ctx, email, signInCodes, count, issued.Counted)
 	}
 	if issued.Reused {
 		s.stats.codesResent.Add(1)
@@ -128,39 +128,40 @@ func (s *Service) newCode(purpose, subject, email string) (string, models.Verifi
 //
 // The attempt is spent by the store (SpendAttempt) on its own before the comparison, so parallel
 // guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons in total,
-// and a failure later in the request cannot roll the count back. When lockable, nothing is spent
-// while failed verifications lock the address (checkLocked), and the comparison is reserved
-// against the address's cap of failures first; past the cap it fails with a RateLimitError
-// instead of comparing.
-func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, codeID string, lockable bool) (*models.Verification, error) {
+// and a failure later in the request cannot roll the count back. Nothing is spent while l's
+// failed verifications lock the address (checkLocked), and the comparison is reserved against
+// the address's cap of l's failures first; past the cap it fails with a RateLimitError instead of
+// comparing.
+func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, codeID string, l codeLimits) (*models.Verification, error) {
 	if !validCodeShape(code) {
-		if lockable {
-			if err := s.checkLocked(ctx, email); err != nil {
-				return nil, err
-			}
+		if err := s.checkLocked(ctx, l, email); err != nil {
+			return nil, err
 		}
 		return nil, ErrInvalidOTP
 	}
+	if l.alsoLocked != "" {
+		if err := s.checkLockedAt(ctx, l.alsoLocked, email, s.now()); err != nil {
+			return nil, err
+		}
+	}
 	now := s.now()
 	a := models.Attempt{Purpose: purpose, Subject: subject, Email: email, MaxAttempts: OTPMaxAttempts, Now: now,
-		LockKey: s.lockKey(email, lockable), MaxFailures: s.maxFailures, FailureResetAt: now.Add(FailureWindow), ID: codeID}
+		LockKey: s.keys.throttleKey(l.failure, email), MaxFailures: s.maxFailures, FailureResetAt: now.Add(FailureWindow), ID: codeID}
 	spent, err := s.store.SpendAttempt(ctx, a)
 	if err != nil {
 		return nil, err
 	}
 	if spent == nil {
-		return nil, s.spentCode(ctx, purpose, subject, email, lockable, now)
+		return nil, s.spentCode(ctx, purpose, subject, email, l, now)
 	}
-	if lockable {
-		if err := s.pastFailureCap(spent.Failures, spent.FailuresResetAt); err != nil {
-			return nil, err
-		}
+	if err := s.pastFailureCap(spent.Failures, spent.FailuresResetAt); err != nil {
+		return nil, err
 	}
 	s.stats.codeComparisons.Add(1)
 	if !sameHash(spent.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
-		if lockable && spent.Failures == s.maxFailures {
+		if spent.Failures == s.maxFailures {
 			// This failure was the last the address had: it is locked for the rest of the window.
-			s.record(ctx, AuditVerificationLocked, "", "", map[string]any{"address": maskEmail(email)})
+			s.record(ctx, AuditVerificationLocked, "", "", map[string]any{"address": maskEmail(email), "codes": l.failure})
 		}
 		return nil, ErrInvalidOTP
 	}
@@ -168,16 +169,14 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, 
 }
 
 // spentCode explains why no attempt could be spent on the code for purpose and subject: the
-// address is locked (when lockable), or the code is gone (used or replaced, or sent to another
+// address is locked for l's codes, or the code is gone (used or replaced, or sent to another
 // address), expired, or out of attempts. Out of attempts is reported as ErrTooManyAttempts once,
 // to the request that marks the row exhausted, and as ErrInvalidOTP after that (better-auth's
 // sequence). An exhausted row is not deleted: one of the comparisons reserved before the budget
 // ran out may still be consuming it.
-func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, lockable bool, now time.Time) error {
-	if lockable {
-		if err := s.checkLocked(ctx, email); err != nil {
-			return err
-		}
+func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, l codeLimits, now time.Time) error {
+	if err := s.checkLocked(ctx, l, email); err != nil {
+		return err
 	}
 	v, err := s.store.Code(ctx, purpose, subject, email)
 	if err != nil {

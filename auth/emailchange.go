@@ -68,7 +68,7 @@ func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew st
 	if email, err = newAddress(st.User, rawNew); err != nil {
 		return "", false, err
 	}
-	if err := s.throttleSend(ctx, email, true); err != nil {
+	if err := s.throttleSend(ctx, email, changeCodes); err != nil {
 		return "", false, err
 	}
 	if taken, err = s.store.AddressTaken(ctx, email); err != nil {
@@ -123,7 +123,7 @@ func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, raw
 	if err != nil {
 		return models.User{}, err
 	}
-	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, "", true)
+	v, err := s.checkCode(ctx, PurposeChangeEmail, st.User.ID, email, code, "", changeCodes)
 	if err != nil {
 		return models.User{}, err
 	}
@@ -247,9 +247,9 @@ func (s *Service) applyEmailChange(ctx context.Context, v *models.Verification, 
 	user, revoked, err := s.store.ApplyEmailChange(ctx, models.EmailChange{
 		UserID: userID, OldEmail: oldEmail, NewEmail: newEmail, Code: *v, KeepSession: keepSession,
 		PendingPurposes: pendingChanges,
-		// The new address was just proved, as a sign-in proves one: its count of failed
-		// verifications starts again.
-		FailureKey:  s.keys.throttleKey(throttleFailure, newEmail),
+		// The new address was just proved, as a sign-in proves one: its counts of failed
+		// verifications start again.
+		FailureKeys: []string{s.keys.throttleKey(signInCodes.failure, newEmail), s.keys.throttleKey(changeCodes.failure, newEmail)},
 		RestoreLink: link, Notice: notice, Now: s.now(),
 	})
 	switch {

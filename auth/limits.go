@@ -27,8 +27,33 @@ const (
 
 // Kinds of auth_throttle rows.
 const (
-	throttleSend    = "send"
-	throttleFailure = "fail"
+	throttleSend          = "send"
+	throttleFailure       = "fail"
+	throttleChangeSend    = "change-send"
+	throttleChangeFailure = "change-fail"
+)
+
+// codeLimits are the counters, by the address it goes to, that one kind of code is held to.
+type codeLimits struct {
+	// send counts the codes sent (SendLimit per SendWindow).
+	send string
+	// failure counts failed verifications (the service's cap per FailureWindow): each
+	// comparison is reserved on it, and past the cap it locks the address for these codes.
+	failure string
+	// alsoLocked, when set, is another failure counter whose lock refuses these codes too.
+	alsoLocked string
+}
+
+// The limits of each kind of code. A change code's guesses and sends have counters of their own:
+// anyone with an account can have change codes go to any address (withheld when the address is
+// another account's), and counted as sign-in guesses they locked the address's owner out of
+// signing in, silently, for a day at a time. An address locked by sign-in guesses gets no change
+// code either: its guesses cannot go on through the change (pre-hijacking, catalogue #20, #91).
+// Together an address takes at most twice the cap of guesses a window, within NIST SP 800-63B's
+// 100.
+var (
+	signInCodes = codeLimits{send: throttleSend, failure: throttleFailure}
+	changeCodes = codeLimits{send: throttleChangeSend, failure: throttleChangeFailure, alsoLocked: throttleFailure}
 )
 
 // throttleKey names the counter of kind for an address. The address is stored as a keyed hash:
@@ -44,12 +69,12 @@ type limitStore interface {
 	Counter(ctx context.Context, key string) (models.AuthThrottle, error)
 }
 
-// sendCount is the count of one send to email, against its send budget; with lockable, it also
-// asks whether failed verifications have locked the address.
-func (s *Service) sendCount(email string, lockable bool) models.Count {
+// sendCount is the count of one send of l's codes to email, against its send budget; it also asks
+// whether l's failed verifications have locked the address.
+func (s *Service) sendCount(email string, l codeLimits) models.Count {
 	now := s.now()
-	return models.Count{Key: s.keys.throttleKey(throttleSend, email), ResetAt: now.Add(SendWindow), Now: now,
-		LockKey: s.lockKey(email, lockable), MaxFailures: s.maxFailures}
+	return models.Count{Key: s.keys.throttleKey(l.send, email), ResetAt: now.Add(SendWindow), Now: now,
+		LockKey: s.keys.throttleKey(l.failure, email), MaxFailures: s.maxFailures}
 }
 
 // retryAfter is the wait until resetAt, at least a second.
@@ -61,18 +86,23 @@ func (s *Service) retryAfter(resetAt time.Time) *RateLimitError {
 	return &RateLimitError{RetryAfter: d}
 }
 
-// throttleSend spends one of the address's SendLimit sends, or fails with a RateLimitError.
-// With lockable, an address locked by failed verifications is refused too (checkLocked), in the
-// same round trip; the refused send is still counted, which cannot matter: the lock outlasts the
-// send window.
-func (s *Service) throttleSend(ctx context.Context, email string, lockable bool) error {
-	count := s.sendCount(email, lockable)
+// throttleSend spends one of the address's SendLimit sends of l's codes, or fails with a
+// RateLimitError. An address locked by l's failed verifications is refused too, in the same round
+// trip; the refused send is still counted, which cannot matter: the lock outlasts the send window.
+// One locked by l.alsoLocked is refused before anything is counted.
+func (s *Service) throttleSend(ctx context.Context, email string, l codeLimits) error {
+	if l.alsoLocked != "" {
+		if err := s.checkLockedAt(ctx, l.alsoLocked, email, s.now()); err != nil {
+			return err
+		}
+	}
+	count := s.sendCount(email, l)
 	c, err := s.store.Count(ctx, count)
 	if err != nil {
 		return err
 	}
 	if c.Locked || c.Count > SendLimit {
-		return s.sendRefused(ctx, email, count, c)
+		return s.sendRefused(ctx, email, l, count, c)
 	}
 	return nil
 }
@@ -80,9 +110,9 @@ func (s *Service) throttleSend(ctx context.Context, email string, lockable bool)
 // sendRefused is the RateLimitError of a send refused after count, which counted c: the address
 // is locked (until its failures' window ends), or its sends are used up (until theirs does). The
 // lock is looked at again at the count's own time, so the look agrees with the count's.
-func (s *Service) sendRefused(ctx context.Context, email string, count models.Count, c models.Counted) error {
+func (s *Service) sendRefused(ctx context.Context, email string, l codeLimits, count models.Count, c models.Counted) error {
 	if c.Locked {
-		if err := s.checkLockedAt(ctx, email, count.Now); err != nil {
+		if err := s.checkLockedAt(ctx, l.failure, email, count.Now); err != nil {
 			return err
 		}
 	}
@@ -95,24 +125,21 @@ func (s *Service) sendRefused(ctx context.Context, email string, count models.Co
 	return s.retryAfter(s.now())
 }
 
-// lockKey is the key of the address's failure counter, which locks it, or "" (which never locks)
-// when the lock does not apply.
-func (s *Service) lockKey(email string, lockable bool) string {
-	if !lockable {
-		return ""
+// checkLocked fails with a RateLimitError while the address has used up l's failed
+// verifications (or l.alsoLocked's); sends and verifies of l's codes for it are refused until the
+// window passes.
+func (s *Service) checkLocked(ctx context.Context, l codeLimits, email string) error {
+	now := s.now()
+	if err := s.checkLockedAt(ctx, l.failure, email, now); err != nil || l.alsoLocked == "" {
+		return err
 	}
-	return s.keys.throttleKey(throttleFailure, email)
+	return s.checkLockedAt(ctx, l.alsoLocked, email, now)
 }
 
-// checkLocked fails with a RateLimitError while the address has used up its failed
-// verifications; sends and verifies for it are refused until the window passes.
-func (s *Service) checkLocked(ctx context.Context, email string) error {
-	return s.checkLockedAt(ctx, email, s.now())
-}
-
-// checkLockedAt is checkLocked at the time now.
-func (s *Service) checkLockedAt(ctx context.Context, email string, now time.Time) error {
-	row, err := s.store.Counter(ctx, s.keys.throttleKey(throttleFailure, email))
+// checkLockedAt fails with a RateLimitError while the failure counter of kind for the address
+// locks it at the time now.
+func (s *Service) checkLockedAt(ctx context.Context, kind, email string, now time.Time) error {
+	row, err := s.store.Counter(ctx, s.keys.throttleKey(kind, email))
 	if errors.Is(err, models.ErrNotFound) {
 		return nil
 	}

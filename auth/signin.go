@@ -63,7 +63,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, in.codeID, true)
+	v, err := s.checkCode(ctx, PurposeSignIn, email, email, in.Code, in.codeID, signInCodes)
 	if err != nil {
 		s.countFailedVerification(err)
 		return nil, err
@@ -86,7 +86,7 @@ func (s *Service) SignIn(ctx context.Context, in SignInInput) (*SignInResult, er
 		Fresh:       fresh,
 		UserData:    s.defaultUserData(fresh.ID),
 		Code:        *v,
-		FailureKey:  s.keys.throttleKey(throttleFailure, email),
+		FailureKey:  s.keys.throttleKey(signInCodes.failure, email),
 		Session:     sess,
 		Welcome:     welcome,
 		GraceCutoff: now.Add(-s.deletionGrace),

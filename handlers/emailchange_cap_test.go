@@ -50,10 +50,11 @@ func TestEmailChange_LockedAddressGetsNoChangeCode(t *testing.T) {
 	}, testkit.WithMaxFailedVerifications(1))
 }
 
-// Catalogue #20, #91: wrong change codes count against the new address's cap of failed
-// verifications, across codes and together with sign-in guesses, and past it the address is
-// locked for sign-in and change alike; a successful change proves the address and starts its
-// count again, as a sign-in does.
+// Catalogue #20, #21, #91: wrong change codes count against the new address's cap of failed
+// change verifications, across codes, and past it the address gets no change code and no
+// comparison; but they never lock the address's owner out of signing in (anyone with an account
+// could, silently, every day: a change code to another account's address is withheld). A
+// successful change proves the address and starts its counts again, as a sign-in does.
 func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const cap = 3
@@ -67,16 +68,21 @@ func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
 			e.Post(changeWithCode, map[string]any{"newEmail": victim, "otp": wrongCode(code, i)}, bearer(attacker)...).
 				ExpectError(t, 400, "INVALID_OTP")
 		}
-		// The code still has attempts left, but the address has none: the right code is refused
-		// without a comparison, and so is a sign-in code for the address.
+		// The code still has attempts left, but the address has none for changes: the right code
+		// is refused without a comparison, and so is a new change code, from any account.
+		another := e.SignIn("another@example.com")
 		before := e.Auth.Stats().CodeComparisons
 		expectTooMany(t, e.Post(changeWithCode, map[string]any{"newEmail": victim, "otp": code}, bearer(attacker)...), auth.FailureWindow)
-		expectTooMany(t, e.Post(sendPath, map[string]any{"email": victim, "type": "sign-in"}), auth.FailureWindow)
+		expectTooMany(t, e.Post(requestChangePath, map[string]any{"newEmail": victim}, bearer(another)...), auth.FailureWindow)
 		if e.Auth.Stats().CodeComparisons != before {
 			t.Fatal("a locked address still had a code compared")
 		}
 		if u := userOf(t, e, attacker.UserID); u.Email != "attacker@example.com" {
 			t.Fatalf("the account moved to %s", u.Email)
+		}
+		// Its owner signs in as ever: the change's guesses and sends are not the sign-in's.
+		if owner := e.SignIn(victim); owner.UserID == attacker.UserID {
+			t.Fatal("the owner signed in to the attacker's account")
 		}
 
 		// Another address: two wrong codes, then the right one. Its count starts again, so three
@@ -96,6 +102,44 @@ func TestEmailChange_WrongCodesCountAgainstTheAddress(t *testing.T) {
 			failCode(t, e, next, i)
 		}
 	}, testkit.WithMaxFailedVerifications(3))
+}
+
+// Catalogue #20, #21: the attack the separate counters stop. An attacker with an account asks
+// for change codes to a victim's address (another account's, so nothing reaches the victim) and
+// guesses until the change to it is locked: the victim still gets a sign-in code at once and
+// signs in.
+func TestEmailChange_CannotLockAnotherAccountOutOfSigningIn(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		const victim = "victim@example.com"
+		e.SignIn(victim)
+		attacker := e.SignIn("attacker@example.com")
+		for round := 0; ; round++ {
+			r := e.Post(requestChangePath, map[string]any{"newEmail": victim}, bearer(attacker)...)
+			if r.Status == 429 {
+				expectTooMany(t, r, auth.FailureWindow)
+				break
+			}
+			if r.Status != 200 || round == auth.SendLimit {
+				t.Fatalf("change request %d: %d %s", round, r.Status, r.Body)
+			}
+			for i := 0; i < auth.OTPMaxAttempts; i++ {
+				r := e.Post(changeWithCode, map[string]any{"newEmail": victim, "otp": wrongCode("", round*10+i)}, bearer(attacker)...)
+				if r.Status != 400 && r.Status != 403 && r.Status != 429 {
+					t.Fatalf("guess: %d %s", r.Status, r.Body)
+				}
+			}
+		}
+		if n := len(e.Mailer.Find(mail.KindChangeEmailCode, victim)); n != 0 {
+			t.Fatalf("%d change codes reached the victim", n)
+		}
+		if r := e.Post(sendPath, map[string]any{"email": victim, "type": "sign-in"}); r.Status != 200 {
+			t.Fatalf("the victim's sign-in code after the attack: %d %s", r.Status, r.Body)
+		}
+		code := e.Mailer.Last(mail.KindSignInCode, victim).Code
+		if r := signIn(e, victim, code); r.Status != 200 {
+			t.Fatalf("the victim's sign-in after the attack: %d %s", r.Status, r.Body)
+		}
+	}, testkit.WithMaxFailedVerifications(5))
 }
 
 // Catalogue #20, #21: a guess naming an address is counted against that address only when it

@@ -111,14 +111,14 @@ func (s *Store) UpdateUser(ctx context.Context, id string, c UserChanges) (User,
 
 // EmailChange moves account UserID from OldEmail to NewEmail with the code or link Code: every
 // session but KeepSession ends, the account's pending changes (codes and links of
-// PendingPurposes) go, NewEmail's failure counter (FailureKey) is cleared, and the old address
+// PendingPurposes) go, NewEmail's failure counters (FailureKeys) are cleared, and the old address
 // gets RestoreLink, announced by Notice.
 type EmailChange struct {
 	UserID, OldEmail, NewEmail string
 	Code                       Verification
 	KeepSession                string
 	PendingPurposes            []string
-	FailureKey                 string
+	FailureKeys                []string
 	RestoreLink                Verification
 	Notice                     OutboxMessage
 	Now                        time.Time
@@ -154,8 +154,10 @@ func (s *Store) ApplyEmailChange(ctx context.Context, c EmailChange) (User, []st
 		if err := tx.Where("subject = ? AND purpose IN ?", c.UserID, c.PendingPurposes).Delete(&Verification{}).Error; err != nil {
 			return err
 		}
-		if err := clearCounter(tx, c.FailureKey); err != nil {
-			return err
+		for _, key := range c.FailureKeys {
+			if err := clearCounter(tx, key); err != nil {
+				return err
+			}
 		}
 		if err := upsertCode(tx, &c.RestoreLink); err != nil {
 			return err

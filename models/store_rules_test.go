@@ -285,7 +285,7 @@ func TestStoreMovesAndRestoresAddresses(t *testing.T) {
 			link := Verification{ID: uuid.NewString(), Purpose: "email-restore", Subject: u.ID + ":old@x.io", Email: "old@x.io",
 				CodeHash: "r", ExpiresAt: now.Add(time.Hour), CreatedAt: now}
 			return s.ApplyEmailChange(ctx, EmailChange{UserID: u.ID, OldEmail: "old@x.io", NewEmail: newEmail, Code: v,
-				KeepSession: sessions[0].ID, PendingPurposes: []string{"change-email", "change-email-link"}, FailureKey: "fail:" + newEmail,
+				KeepSession: sessions[0].ID, PendingPurposes: []string{"change-email", "change-email-link"}, FailureKeys: []string{"fail:" + newEmail},
 				RestoreLink: link, Notice: testMail("old@x.io", "", now), Now: now})
 		}
 		v := Verification{ID: uuid.NewString(), Purpose: "change-email", Subject: u.ID, Email: "taken@x.io", CodeHash: "h",
