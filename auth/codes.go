@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"codeauth/mail"
@@ -179,8 +181,11 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 		return err
 	}
 	v, err := s.store.Code(ctx, purpose, subject, email)
+	if errors.Is(err, models.ErrNotFound) {
+		return s.missedCode(ctx, purpose, subject, email, now)
+	}
 	if err != nil {
-		return notFoundAs(err, ErrInvalidOTP, "reading a code")
+		return fmt.Errorf("auth: reading a code: %w", err)
 	}
 	if !now.Before(v.ExpiresAt) {
 		s.store.DeleteCode(ctx, v.ID)
@@ -195,6 +200,24 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 			// A parallel request reported the exhaustion first.
 			return ErrInvalidOTP
 		}
+		return ErrTooManyAttempts
+	}
+	return ErrInvalidOTP
+}
+
+// missedCode answers a guess at a code that is not there (never sent, used, replaced, or sent to
+// another address) as a guess at a live code would be: its attempts are counted for the purpose,
+// subject and address it names, for a code's lifetime, and the guess past OTPMaxAttempts is
+// ErrTooManyAttempts, once, as a live code's is (catalogue #105). Otherwise a guesser would learn
+// from the answers whether a code is live for an address, that is whether someone is signing in
+// with it now, while spending that person's attempts.
+func (s *Service) missedCode(ctx context.Context, purpose, subject, email string, now time.Time) error {
+	c, err := s.store.Count(ctx, models.Count{Key: s.keys.throttleKey(throttleMiss, purpose+"\x00"+subject+"\x00"+email),
+		ResetAt: now.Add(OTPLifetime), Now: now})
+	if err != nil {
+		return err
+	}
+	if c.Count == OTPMaxAttempts+1 {
 		return ErrTooManyAttempts
 	}
 	return ErrInvalidOTP

@@ -31,6 +31,8 @@ const (
 	throttleFailure       = "fail"
 	throttleChangeSend    = "change-send"
 	throttleChangeFailure = "change-fail"
+	// throttleMiss counts the guesses at a code that is not there (missedCode).
+	throttleMiss = "miss"
 )
 
 // codeLimits are the counters, by the address it goes to, that one kind of code is held to.

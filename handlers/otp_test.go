@@ -184,6 +184,43 @@ func TestVerify_FiveWrongThenRightIsTooManyAttempts(t *testing.T) {
 	})
 }
 
+// Catalogue #105: guesses at an address that has no code, never had one or whose code was used,
+// are answered as guesses at a live code are (five INVALID_OTP, then TOO_MANY_ATTEMPTS once,
+// then INVALID_OTP), so the answers do not tell whether someone is signing in with it now. A code
+// sent afterwards has its own five attempts.
+func TestVerify_GuessesWithoutACodeAnswerAsALiveCodesDo(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		sequence := func(email, code string) string {
+			var got []string
+			for i := 0; i <= auth.OTPMaxAttempts+1; i++ {
+				r := signIn(e, email, wrongCode(code, i))
+				var body struct{ Code string }
+				r.Decode(t, &body)
+				got = append(got, fmt.Sprintf("%d %s", r.Status, body.Code))
+			}
+			return strings.Join(got, ", ")
+		}
+		live := sequence("pending@example.com", e.SendCode("pending@example.com"))
+		if want := strings.Repeat("400 INVALID_OTP, ", auth.OTPMaxAttempts) + "403 TOO_MANY_ATTEMPTS, 400 INVALID_OTP"; live != want {
+			t.Fatalf("a live code's guesses: %s", live)
+		}
+		if never := sequence("never@example.com", ""); never != live {
+			t.Fatalf("an address that never had a code: %s\nwant, as a live code's: %s", never, live)
+		}
+		used := e.SendCode("used@example.com")
+		if r := signIn(e, "used@example.com", used); r.Status != 200 {
+			t.Fatalf("sign-in: %d", r.Status)
+		}
+		if after := sequence("used@example.com", used); after != live {
+			t.Fatalf("after the code was used: %s", after)
+		}
+		code := e.SendCode("never@example.com")
+		if r := signIn(e, "never@example.com", code); r.Status != 200 {
+			t.Fatalf("a code sent after the guesses: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
 // Catalogue B13: 50 parallel wrong guesses compare at most 5 times in total, and the right code
 // is dead afterwards.
 func TestVerify_ParallelGuessesNeverPassTheAttemptBudget(t *testing.T) {
