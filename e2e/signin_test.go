@@ -85,8 +85,12 @@ func TestBrowser_WrongCodeStaysOnTheCodeStep(t *testing.T) {
 	if tab.location() != env.URL+"/auth/sign-in" {
 		t.Fatalf("moved to %s", tab.location())
 	}
-	// The right code, typed key by key, goes through.
-	tab.do(chromedpSendKeys("#otp", code))
+	// Typing the next code takes the error away; the right code, typed key by key, goes through.
+	tab.do(chromedpSendKeys("#otp", code[:1]))
+	if got := eval[string](tab, `(document.querySelector('#otp').getAttribute('aria-invalid') || '') + '|' + document.querySelector('#code-error').textContent.trim()`); got != "|" {
+		t.Fatalf("typing a new code left the error: %q", got)
+	}
+	tab.do(chromedpSendKeys("#otp", code[1:]))
 	tab.waitPath("/")
 	if tab.sessionCookie() == "" {
 		t.Fatal("no session after the right code")

@@ -39,6 +39,14 @@ func TestAdminPages_Refusals(t *testing.T) {
 			!strings.Contains(string(r.Body), "You cannot remove yourself.") {
 			t.Fatalf("an admin removing themself: %d", r.Status)
 		}
+		// An empty result says so, with the way back, instead of an empty list.
+		if r := page(admin, "GET", "/admin?q=nobody-at-all", nil); r.Status != http.StatusOK ||
+			!strings.Contains(string(r.Body), "No account matches “nobody-at-all”.") || strings.Contains(string(r.Body), `data-testid="admin-users"`) {
+			t.Fatalf("a search that finds nothing: %d", r.Status)
+		}
+		if r := page(admin, "GET", "/admin?page=99", nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), "This page is past the last one.") {
+			t.Fatalf("a page past the last: %d", r.Status)
+		}
 		if r := page(admin, "GET", "/admin?q=a%00b", nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "cannot be run") {
 			t.Fatalf("a search with a NUL: %d", r.Status)
 		}

@@ -165,3 +165,24 @@ func TestPages_FooterPoliciesAndCurrentPage(t *testing.T) {
 		t.Error("the sign-in page does not preload its font")
 	}
 }
+
+// A refused address change keeps the address typed in its field, to correct rather than type
+// again (the page review found the field emptied under its error), with htmx and without.
+func TestAccountPage_RefusedAddressChangeKeepsWhatWasTyped(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	s := e.SignIn("alice@example.com")
+	for _, htmx := range []bool{false, true} {
+		h := http.Header{"Origin": {e.URL}}
+		if htmx {
+			h.Set("Hx-Request", "true")
+		}
+		for _, typed := range []string{"ALICE@example.com", "not an address"} {
+			r := e.Do(testkit.Request{Method: "POST", Path: "/account/email", Body: url.Values{"newEmail": {typed}}.Encode(),
+				ContentType: "application/x-www-form-urlencoded", Cookies: s.Cookies(), Header: h})
+			body := string(r.Body)
+			if r.Status < 400 || r.Status > 499 || !regexp.MustCompile(`<input id="new-email"[^>]* value="`+regexp.QuoteMeta(typed)+`"[^>]* aria-invalid="true"`).MatchString(body) {
+				t.Fatalf("htmx %v, %q refused: %d\n%s", htmx, typed, r.Status, body)
+			}
+		}
+	}
+}

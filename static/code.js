@@ -2,7 +2,8 @@
 // without it: every form posts and the server answers with a whole page).
 //
 // - The code input keeps only characters of its alphabet (data-otp-alphabet), so a pasted
-//   " 123 456 " becomes "123456", and submits itself once it holds data-otp-length of them.
+//   " 123 456 " becomes "123456", and submits itself once it holds data-otp-length of them. Typing
+//   a new code takes a wrong code's error away, from the input and from #code-error.
 // - A resend button with data-cooldown="N" stays disabled, with a visible countdown, for N seconds.
 // - When the component reports "verified", the page decides what happens next, from
 //   data-after-verify on its root: "redirect" (sign-in, sign-up: grant the marketing opt-in if it is
@@ -44,6 +45,13 @@
       var clean = sanitize(input, input.value);
       if (clean !== input.value) {
         input.value = clean;
+      }
+      if (clean && input.getAttribute("aria-invalid") === "true") {
+        input.removeAttribute("aria-invalid");
+        var error = document.getElementById("code-error");
+        if (error) {
+          error.textContent = "";
+        }
       }
       submitWhenFull(input);
     };

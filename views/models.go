@@ -152,9 +152,10 @@ type Account struct {
 	NameError string
 	NameSaved bool
 	// ChangeSentTo is the address a confirmation link just went to; ChangeError explains a
-	// refused change.
+	// refused change, and ChangeTyped is the address it was asked for, shown again to correct.
 	ChangeSentTo string
 	ChangeError  string
+	ChangeTyped  string
 	// DeleteError explains a refused deletion.
 	DeleteError string
 	// ReauthURL, when set, means the session is too old to change the address or delete the

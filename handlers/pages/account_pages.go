@@ -3,6 +3,7 @@ package pages
 import (
 	"errors"
 	"net/url"
+	"strings"
 	"time"
 
 	"codeauth/auth"
@@ -127,7 +128,7 @@ func (h *Pages) requestEmailChange(c *fiber.Ctx) error {
 		if !known {
 			return err
 		}
-		a.ChangeError, status = pr.message, pr.status
+		a.ChangeError, a.ChangeTyped, status = pr.message, strings.ToValidUTF8(newEmail, "\uFFFD"), pr.status
 	}
 	if !isHTMX(c) {
 		return h.accountWith(c, status, a)
