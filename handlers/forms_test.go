@@ -180,3 +180,35 @@ func TestPages_ResendSaysTheCodeWentOutAgain(t *testing.T) {
 		}
 	})
 }
+
+// The code step sent again after it signed in, without JavaScript (a double click, a reload, back
+// and submit): the browser goes on where the first went, signed in, instead of being told its
+// spent code is wrong. Only for a session of the same address; any other browser is told.
+func TestVerifyForm_SentAgainAfterSigningInGoesOn(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		form := url.Values{"email": {"alice@example.com"}, "mode": {"sign-in"}, "redirect": {"/account"}}
+		if r := postForm(e, "/auth/code", form); r.Status != 200 {
+			t.Fatalf("code: %d", r.Status)
+		}
+		form.Set("otp", e.Mailer.LastCode("alice@example.com"))
+		first := postForm(e, "/auth/verify", form)
+		session := first.Cookie("auth.session_token")
+		if first.Status != http.StatusSeeOther || session == nil {
+			t.Fatalf("first: %d", first.Status)
+		}
+		again := postForm(e, "/auth/verify", form, session)
+		if again.Status != http.StatusSeeOther || again.Header.Get("Location") != "/account" {
+			t.Fatalf("sent again: %d %q\n%s", again.Status, again.Header.Get("Location"), again.Body)
+		}
+		if n := e.Count(&models.Session{}); n != 1 {
+			t.Fatalf("%d sessions", n)
+		}
+		// Another account's browser, or none, is told the code is not right.
+		other := e.SignIn("bob@example.com")
+		for _, cookies := range [][]*http.Cookie{nil, {other.TokenCookie}} {
+			if r := postForm(e, "/auth/verify", form, cookies...); r.Status != http.StatusUnprocessableEntity && r.Status != http.StatusBadRequest {
+				t.Fatalf("without alice's session: %d", r.Status)
+			}
+		}
+	})
+}

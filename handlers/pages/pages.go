@@ -407,6 +407,9 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
+		if next, ok := h.signedInAlready(c, e, err); ok {
+			return c.Redirect(next, fiber.StatusSeeOther)
+		}
 		pr, known := explain(h.lang(c), err, countedAttempts)
 		if !known {
 			return err
@@ -459,6 +462,28 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(e.Purchase), fiber.StatusSeeOther)
 	}
 	return c.Redirect(next, fiber.StatusSeeOther)
+}
+
+// signedInAlready reports where a code step refused with err goes on to when it was sent again
+// after it signed in (a double click, a reload, back and submit, without JavaScript): the code is
+// spent, but the browser holds the session it opened, for the same address. Telling that person
+// their code is wrong, on a page that no longer shows them signed in, would send them round again.
+func (h *Pages) signedInAlready(c *fiber.Ctx, e views.Entry, err error) (string, bool) {
+	if isHTMX(c) || !errors.Is(err, auth.ErrInvalidOTP) {
+		return "", false
+	}
+	st, rerr := h.sessions.Resolve(c, middleware.Options{})
+	email, nerr := auth.NormalizeEmail(e.Email)
+	if rerr != nil || nerr != nil || st == nil || st.User.Email != email {
+		return "", false
+	}
+	switch {
+	case e.Mode == views.ModeCheckout:
+		return "/checkout/success?purchase=" + url.QueryEscape(e.Purchase), true
+	case e.Redirect != "":
+		return e.Redirect, true
+	}
+	return "/", true
 }
 
 // evidence describes the request a consent came through, and the language its words were shown
