@@ -242,3 +242,40 @@ func TestRoutes_UnknownAndWrongMethodAreJSON(t *testing.T) {
 		t.Fatalf("headers: %v", r.Header)
 	}
 }
+
+// Catalogue N110: a key given twice anywhere in a body, and an escaped half of a surrogate pair
+// (which encoding/json reads as U+FFFD), are refused like malformed JSON (failure review: a
+// nested duplicate let its last value win, and a lone surrogate was stored as U+FFFD in a name).
+func TestInput_NestedDuplicateKeysAndLoneSurrogates(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		s := e.SignIn("nested@example.com")
+		for name, body := range map[string]string{
+			"nested duplicate":      `{"name":"a","image":null,"x":{"k":1,"k":2}}`,
+			"duplicate in an array": `{"name":"a","x":[{"k":1},{"k":1,"k":2}]}`,
+			"lone high surrogate":   `{"name":"a\ud800b"}`,
+			"lone low surrogate":    `{"name":"\udfff"}`,
+			"high then not low":     `{"name":"\ud800\u0041"}`,
+			"high at the end":       `{"name":"x\ud83d"}`,
+		} {
+			r := e.Do(testkit.Request{Method: "POST", Path: updateUserPath, ContentType: "application/json", Body: body,
+				Header: http.Header{"Authorization": {"Bearer " + s.Bearer}}})
+			r.ExpectError(t, 400, "BAD_REQUEST")
+			if name == "nested duplicate" && !strings.Contains(string(r.Body), `duplicate key \"k\"`) {
+				t.Fatalf("%s: %s", name, r.Body)
+			}
+		}
+		// A real pair, and an escaped backslash before a u, are text.
+		for _, name := range []string{`"\ud83d\ude00 Smile"`, `"back\\ud800slash"`} {
+			r := e.Do(testkit.Request{Method: "POST", Path: updateUserPath, ContentType: "application/json", Body: `{"name":` + name + `}`,
+				Header: http.Header{"Authorization": {"Bearer " + s.Bearer}}})
+			if r.Status != 200 {
+				t.Fatalf("%s: %d %s", name, r.Status, r.Body)
+			}
+		}
+		var u models.User
+		e.DB.Take(&u, "id = ?", s.UserID)
+		if u.Name != `back\ud800slash` {
+			t.Fatalf("the name is %q", u.Name)
+		}
+	})
+}

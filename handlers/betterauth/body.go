@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -68,6 +69,9 @@ func readBody(c *fiber.Ctx) (*jsonBody, error) {
 	if raw[0] != '{' {
 		return nil, validationError("[body] Invalid input: expected object, received " + jsonType(raw))
 	}
+	if err := strictJSON(raw); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.Token() // the opening brace, already checked
 	fields := map[string]json.RawMessage{}
@@ -127,6 +131,111 @@ func (b *jsonBody) truthy(name string) bool {
 }
 
 // str reads a string field. A missing required field, or a value of another type, is recorded.
+// strictJSON refuses, in a well-formed JSON document, what encoding/json would read silently as
+// something else: a key given twice in an object nested anywhere (the last would win; readBody
+// checks the top level as it reads it), and an escaped UTF-16 surrogate without its pair
+// ("\ud800", which becomes U+FFFD). Flat bodies without escapes, nearly all, are not walked.
+func strictJSON(raw []byte) error {
+	if bytes.Contains(raw, []byte(`\u`)) {
+		if err := lonesurrogate(raw); err != nil {
+			return err
+		}
+	}
+	if bytes.IndexAny(raw[1:], "{[") < 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return uniqueKeys(dec, 0)
+}
+
+// maxJSONDepth is how deep uniqueKeys follows nested objects and arrays.
+const maxJSONDepth = 32
+
+// uniqueKeys reads one value from dec and fails if an object in it has a key twice.
+func uniqueKeys(dec *json.Decoder, depth int) error {
+	if depth > maxJSONDepth {
+		return newError(fiber.StatusBadRequest, "BAD_REQUEST", "Invalid JSON in request body: nested too deep")
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errInvalidJSON
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return errInvalidJSON
+			}
+			key, _ := k.(string)
+			if seen[key] {
+				return newError(fiber.StatusBadRequest, "BAD_REQUEST",
+					fmt.Sprintf("Invalid JSON in request body: duplicate key %q", truncateForMessage(key)))
+			}
+			seen[key] = true
+			if err := uniqueKeys(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	case json.Delim('['):
+		for dec.More() {
+			if err := uniqueKeys(dec, depth+1); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+	}
+	if err != nil {
+		return errInvalidJSON
+	}
+	return nil
+}
+
+// lonesurrogate fails if a string of the well-formed JSON raw escapes half of a UTF-16 surrogate
+// pair without the other half.
+func lonesurrogate(raw []byte) error {
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\':
+			i++
+			if i >= len(raw) || raw[i] != 'u' || i+4 >= len(raw) {
+				continue
+			}
+			r, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 16)
+			if err != nil {
+				return errInvalidJSON
+			}
+			i += 4
+			switch {
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return errLoneSurrogate
+			case r >= 0xD800 && r <= 0xDBFF:
+				// Its pair must follow at once: \uDC00-\uDFFF.
+				if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+					return errLoneSurrogate
+				}
+				low, err := strconv.ParseUint(string(raw[i+3:i+7]), 16, 16)
+				if err != nil || low < 0xDC00 || low > 0xDFFF {
+					return errLoneSurrogate
+				}
+				i += 6
+			}
+		}
+	}
+	return nil
+}
+
+// errLoneSurrogate refuses a string that escapes half of a UTF-16 surrogate pair: it is no text.
+var errLoneSurrogate = newError(fiber.StatusBadRequest, "BAD_REQUEST", "Invalid JSON in request body: a string escapes half of a surrogate pair")
+
 func (b *jsonBody) str(name string, required bool) string {
 	raw, ok := b.fields[name]
 	if !ok {
