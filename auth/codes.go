@@ -15,6 +15,7 @@ type codeStore interface {
 	IssueCode(ctx context.Context, in models.SendCode) (models.Issued, error)
 	ReplaceCode(ctx context.Context, v models.Verification, mail models.OutboxMessage) error
 	SpendAttempt(ctx context.Context, a models.Attempt) (*models.SpentAttempt, error)
+	QueueMail(ctx context.Context, m models.OutboxMessage) error
 	Code(ctx context.Context, purpose, subject, email string) (models.Verification, error)
 	DeleteCode(ctx context.Context, id string) error
 	MarkCodeExhausted(ctx context.Context, id string) (bool, error)
@@ -164,6 +165,9 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, 
 		if spent.Failures == s.maxFailures {
 			// This failure was the last the address had: it is locked for the rest of the window.
 			s.record(ctx, AuditVerificationLocked, "", "", map[string]any{"address": maskEmail(email), "codes": l.failure})
+			if l.notify {
+				s.notifyPaused(ctx, email, spent.FailuresResetAt)
+			}
 		}
 		return nil, ErrInvalidOTP
 	}
@@ -203,6 +207,24 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 		return ErrTooManyAttempts
 	}
 	return ErrInvalidOTP
+}
+
+// notifyPaused e-mails email, in its account's language (or the service's when it has none), that
+// failed codes paused signing in with it until until (catalogue #20). Once a lock: the failure
+// that locks the address is counted once. A failure to queue it is logged; the lock stands.
+func (s *Service) notifyPaused(ctx context.Context, email string, until time.Time) {
+	locale := ""
+	if u, err := s.store.UserByEmailWithDeleted(ctx, email); err == nil {
+		locale = u.Locale
+	}
+	d, err := s.compose.In(locale).SignInPaused(email, s.maxFailures, until)
+	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &until})
+	if err == nil {
+		err = s.store.QueueMail(context.WithoutCancel(ctx), m)
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "queueing the sign-in-paused notice failed", "error", err)
+	}
 }
 
 // missedCode answers a guess at a code that is not there (never sent, used, replaced, or sent to

@@ -44,6 +44,8 @@ type codeLimits struct {
 	failure string
 	// alsoLocked, when set, is another failure counter whose lock refuses these codes too.
 	alsoLocked string
+	// notify e-mails the address when its failures lock it (notifyPaused).
+	notify bool
 }
 
 // The limits of each kind of code. A change code's guesses and sends have counters of their own:
@@ -54,7 +56,7 @@ type codeLimits struct {
 // Together an address takes at most twice the cap of guesses a window, within NIST SP 800-63B's
 // 100.
 var (
-	signInCodes = codeLimits{send: throttleSend, failure: throttleFailure}
+	signInCodes = codeLimits{send: throttleSend, failure: throttleFailure, notify: true}
 	changeCodes = codeLimits{send: throttleChangeSend, failure: throttleChangeFailure, alsoLocked: throttleFailure}
 )
 

@@ -260,7 +260,7 @@ func failCode(t *testing.T, e *testkit.Env, email string, n int) {
 
 // Catalogue B20, B21: consecutive failures across codes are capped at
 // AUTH_MAX_FAILED_VERIFICATIONS within 24 hours; past it, sends and verifies are refused until the
-// window passes; a success resets the count.
+// window passes, and the address is told so, once, by e-mail; a success resets the count.
 func TestFailureCap(t *testing.T) {
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		const email = "target@example.com"
@@ -299,6 +299,11 @@ func TestFailureCap(t *testing.T) {
 		expectTooMany(t, r, auth.FailureWindow)
 		if e.Auth.Stats().CodeComparisons != before {
 			t.Fatal("a locked address still had its code compared")
+		}
+		e.Mailer.Flush()
+		paused := e.Mailer.Find(mail.KindSignInPaused, email)
+		if len(paused) != 1 || !strings.Contains(paused[0].Text, "25 wrong codes") || !strings.Contains(paused[0].Text, "paused until 2 March 2026") {
+			t.Fatalf("the lock's notices: %+v", paused)
 		}
 		// Other addresses are not affected.
 		e.SignIn("bystander@example.com")

@@ -3,6 +3,7 @@ package mail
 import (
 	"fmt"
 	"html"
+	"strconv"
 	"time"
 
 	"codeauth/i18n"
@@ -180,6 +181,14 @@ func (c Composer) NewDevice(to, browser, platform, ip string, when time.Time, wi
 	return c.draft(KindNewDevice, to, map[string]string{
 		"device": l.DeviceName(browser, platform), "ip": ip, "when": l.DateTime(when),
 		"devicesUrl": c.SiteURL + DevicesPath, "unseenFor": l.InLastDays(window),
+	})
+}
+
+// SignInPaused tells an address that failures wrong codes entered for it paused signing in with
+// it until until (catalogue #20: the person is told of the lock).
+func (c Composer) SignInPaused(to string, failures int, until time.Time) (Draft, error) {
+	return c.draft(KindSignInPaused, to, map[string]string{
+		"failures": strconv.Itoa(failures), "until": c.lang().DateTime(until), "signInUrl": c.SiteURL + "/auth/sign-in",
 	})
 }
 

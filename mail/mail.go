@@ -39,6 +39,8 @@ const (
 	KindFormerAddressDeleted Kind = "former-address-deleted"
 	// KindNewDevice tells an account it was signed in from a device it had not seen lately.
 	KindNewDevice Kind = "new-device"
+	// KindSignInPaused tells an address that failed codes paused its sign-in, and until when.
+	KindSignInPaused Kind = "sign-in-paused"
 )
 
 // Message is one e-mail to one recipient. Code and Link are the secrets it carries, if any; they

@@ -103,6 +103,15 @@ func TestTemplatesRender(t *testing.T) {
 		KindFormerAddressDeleted: func() (Draft, error) {
 			return composer.FormerAddressDeleted("old@example.com", "a@example.com", time.Date(2026, 12, 21, 3, 0, 0, 0, time.UTC), time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC))
 		},
+		KindSignInCodeLink: func() (Draft, error) {
+			return composer.SignInCodeWithLink("a@example.com", "482913", "https://auth.acme.test/auth/link?token=x", 10*time.Minute)
+		},
+		KindSignInPaused: func() (Draft, error) {
+			return composer.SignInPaused("a@example.com", 25, time.Date(2026, 12, 21, 3, 4, 0, 0, time.UTC))
+		},
+	}
+	if len(msgs) != len(Kinds()) {
+		t.Fatalf("%d kinds rendered of %d", len(msgs), len(Kinds()))
 	}
 	r := renderer{t, composer}
 	for kind, make := range msgs {

@@ -75,6 +75,7 @@ var kinds = map[Kind]kindSpec{
 	KindAccountDeleted:       {vars: []string{"deleteDate", "signInUrl"}, required: []string{"deleteDate"}},
 	KindFormerAddressDeleted: {vars: []string{"currentEmail", "deleteDate", "restoreUntil"}, required: []string{"restoreUntil"}},
 	KindNewDevice:            {vars: []string{"device", "when", "ip", "devicesUrl", "unseenFor"}, required: []string{"device"}},
+	KindSignInPaused:         {vars: []string{"failures", "until", "signInUrl"}, required: []string{"until"}},
 }
 
 // Kinds are the kinds of e-mail the service sends, in a fixed order.

@@ -32,6 +32,7 @@ func drafts(t *testing.T, c Composer) map[Kind]Draft {
 	add(c.AccountDeleted("a@example.com", at))
 	add(c.FormerAddressDeleted("old@example.com", "a@example.com", at, at))
 	add(c.NewDevice("a@example.com", "Firefox", "Windows", "203.0.113.7", at, 90*24*time.Hour))
+	add(c.SignInPaused("a@example.com", 25, at))
 	if len(out) != len(Kinds()) {
 		t.Fatalf("%d kinds drafted, %d exist", len(out), len(Kinds()))
 	}

@@ -47,6 +47,11 @@ type OutboxHandoff interface {
 	Handoff(rows []OutboxMessage)
 }
 
+// QueueMail queues m in a transaction of its own: an e-mail that goes with no other change.
+func (s *Store) QueueMail(ctx context.Context, m OutboxMessage) error {
+	return s.transaction(ctx, func(tx *gorm.DB) error { return enqueueOutbox(tx, &m) })
+}
+
 // SetOutboxHandoff has every transaction of the store hand the outbox messages it queues to h
 // once it commits; set it before the store is used.
 func (s *Store) SetOutboxHandoff(h OutboxHandoff) { s.handoff = h }
