@@ -2,7 +2,9 @@ package models
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -99,6 +101,14 @@ func Open(ctx context.Context, opts Options) (*gorm.DB, error) {
 	} else {
 		if err := os.MkdirAll(filepath.Dir(opts.SQLitePath), 0o700); err != nil {
 			return nil, fmt.Errorf("creating the data folder: %w", err)
+		}
+		// A new database file is readable by its owner only, whatever the folder it is in (a
+		// DATA_DIR that already existed, readable by others) and the umask; SQLite gives its
+		// -wal and -shm files the same permissions. An existing file keeps the operator's.
+		if f, err := os.OpenFile(opts.SQLitePath, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+		} else if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("creating the database file: %w", err)
 		}
 		dialector = sqlite.Open(sqliteDSN(opts.SQLitePath))
 	}

@@ -117,6 +117,35 @@ func TestOpen_SQLitePathWithURICharacters(t *testing.T) {
 	}
 }
 
+// A new embedded database, and its write-ahead log, are readable by their owner only, also in a
+// data folder that already existed and others may read (security review: 0644 under umask 022).
+func TestOpen_SQLiteFileIsTheOwnersOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "auth.db")
+	db, err := Open(context.Background(), Options{SQLitePath: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("CREATE TABLE probe (x int)").Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, path + "-wal"} {
+		info, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s: %v", filepath.Base(name), perm)
+		}
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.Close()
+	}
+}
+
 // Migrating a database made by an earlier version, on both databases, replaces users' index of
 // every deleted_at with the partial one, migrating again changes nothing, and the purge's read
 // (deleted_at IS NOT NULL AND deleted_at <= cutoff) uses it.
