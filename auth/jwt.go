@@ -128,25 +128,32 @@ type signingKey struct {
 // OpenID Connect names it), and the user as better-auth's default payload carries it (the
 // session's user object, with the admin plugin's fields), so a back end that reads payload.id or
 // payload.role reads the same here. Dates are strings, as JavaScript's Date.toISOString writes
-// them (jsDate).
+// them (jsDate). A session an admin opened as the account (impersonate-user) carries the admin as
+// the actor (act, RFC 8693 4.1), so a back end can tell who is acting.
 type jwtClaims struct {
-	Issuer        string  `json:"iss"`
-	Audience      string  `json:"aud"`
-	Subject       string  `json:"sub"`
-	SessionID     string  `json:"sid"`
-	ID            string  `json:"id"`
-	Email         string  `json:"email"`
-	EmailVerified bool    `json:"emailVerified"`
-	Name          string  `json:"name"`
-	Image         *string `json:"image"`
-	CreatedAt     string  `json:"createdAt"`
-	UpdatedAt     string  `json:"updatedAt"`
-	Role          string  `json:"role"`
-	Banned        bool    `json:"banned"`
-	BanReason     *string `json:"banReason"`
-	BanExpires    *string `json:"banExpires"`
-	IssuedAt      int64   `json:"iat"`
-	Expiry        int64   `json:"exp"`
+	Issuer        string    `json:"iss"`
+	Audience      string    `json:"aud"`
+	Subject       string    `json:"sub"`
+	SessionID     string    `json:"sid"`
+	ID            string    `json:"id"`
+	Email         string    `json:"email"`
+	EmailVerified bool      `json:"emailVerified"`
+	Name          string    `json:"name"`
+	Image         *string   `json:"image"`
+	CreatedAt     string    `json:"createdAt"`
+	UpdatedAt     string    `json:"updatedAt"`
+	Role          string    `json:"role"`
+	Banned        bool      `json:"banned"`
+	BanReason     *string   `json:"banReason"`
+	BanExpires    *string   `json:"banExpires"`
+	IssuedAt      int64     `json:"iat"`
+	Expiry        int64     `json:"exp"`
+	Actor         *jwtActor `json:"act,omitempty"`
+}
+
+// jwtActor is the act claim: who acts for the subject.
+type jwtActor struct {
+	Subject string `json:"sub"`
 }
 
 // jsDateLayout is how JavaScript's Date.toISOString writes a time, in UTC: the form better-auth's
@@ -224,6 +231,9 @@ func (s *Service) signJWT(ctx context.Context, st *SessionState, now time.Time) 
 	if u.BanExpires != nil {
 		at := jsDate(*u.BanExpires)
 		claims.BanExpires = &at
+	}
+	if admin := st.Session.ImpersonatedBy; admin != nil {
+		claims.Actor = &jwtActor{Subject: *admin}
 	}
 	payload, err := json.Marshal(claims)
 	if err != nil {

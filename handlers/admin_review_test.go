@@ -27,6 +27,25 @@ func impersonate(t *testing.T, e *testkit.Env, admin testkit.Session, userID str
 	return testkit.Session{Bearer: r.Header.Get("set-auth-token"), UserID: userID}
 }
 
+// A JWT of a session an admin opened as an account names the admin as the actor (act, RFC 8693
+// 4.1), so a back end that trusts it can tell an admin is acting; the account's own JWTs do not.
+func TestAdmin_ImpersonationJWTNamesTheAdmin(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		admin := e.SignIn(adminEmail)
+		user := e.SignIn("acted-for@example.com")
+		set := fetchJWKS(t, e)
+		_, own, err := verifyJWT(t, set, getToken(t, e, user.Bearer))
+		if err != nil || own.Act != nil {
+			t.Fatalf("the account's own JWT: %+v %v", own, err)
+		}
+		acting := impersonate(t, e, admin, user.UserID)
+		_, claims, err := verifyJWT(t, set, getToken(t, e, acting.Bearer))
+		if err != nil || claims.Sub != user.UserID || claims.Act == nil || claims.Act.Sub != admin.UserID {
+			t.Fatalf("the impersonation's JWT: %+v %v", claims, err)
+		}
+	}, withAdmin)
+}
+
 // An impersonation rests on the admin's authority: banning, demoting or removing the admin ends
 // the sessions they opened as others (ASVS 7.4.2: sessions end when the authority behind them
 // goes).

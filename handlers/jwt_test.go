@@ -28,6 +28,9 @@ type jwtClaims struct {
 	EmailVerified bool   `json:"emailVerified"`
 	Iat           int64  `json:"iat"`
 	Exp           int64  `json:"exp"`
+	Act           *struct {
+		Sub string `json:"sub"`
+	} `json:"act"`
 }
 
 // fetchJWKS reads GET /api/auth/jwks as a verifier would.
