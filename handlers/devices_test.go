@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"codeauth/internal/testkit"
+	"codeauth/mail"
+	"codeauth/models"
 )
 
 // The account page's "Your devices" card: each session of the account as a device, with a way to
@@ -63,6 +65,11 @@ func handles(html string) []string {
 	return out
 }
 
+// behindProxy names the tests' loopback peer a trusted proxy (AUTH_TRUSTED_PROXIES), so the
+// X-Forwarded-For a test sends is the client's address as a proxy vouches for it: the address
+// pages, e-mails and consent records show. Without it a client could write its own.
+var behindProxy = testkit.WithEnv("AUTH_TRUSTED_PROXIES", "127.0.0.1")
+
 func TestDevicesCard_ShowsEachSessionAsADevice(t *testing.T) {
 	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
 		signInFrom(t, e, "dee@example.com", uaFirefoxWin, "203.0.113.7")
@@ -92,7 +99,7 @@ func TestDevicesCard_ShowsEachSessionAsADevice(t *testing.T) {
 		if got := handles(page); len(got) != 2 {
 			t.Fatalf("%d sign-out forms, want 2: %q", len(got), got)
 		}
-	})
+	}, behindProxy)
 }
 
 func TestDevicesCard_SignOutOneWithAndWithoutJavaScript(t *testing.T) {
@@ -206,4 +213,38 @@ func TestDevicesCard_SignOutThisDevice(t *testing.T) {
 	if c := r.Cookie("auth.session_token"); c == nil || c.Value != "" || c.Expires.After(time.Now()) {
 		t.Fatalf("the cookie was not cleared: %v", c)
 	}
+}
+
+// An address the client wrote itself (X-Forwarded-For, with no proxy named in
+// AUTH_TRUSTED_PROXIES) is never shown to a person as where a sign-in came from: not on the
+// devices card, in list-sessions or in the new-device e-mail (security review: whoever used a
+// stolen code could make the notice name the victim's own network).
+func TestDevices_ClientWrittenAddressIsNotShown(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		const fake = "198.51.100.77"
+		signInFrom(t, e, "shown@example.com", uaFirefoxWin, "203.0.113.9")
+		e.Clock.Advance(time.Hour)
+		s := signInFrom(t, e, "shown@example.com", uaChromeMac, fake)
+		var u models.User
+		e.DB.Take(&u, "email = ?", "shown@example.com")
+		var sessions []models.Session
+		e.DB.Find(&sessions, "user_id = ?", u.ID)
+		if len(sessions) != 2 {
+			t.Fatalf("%d sessions", len(sessions))
+		}
+		for _, sess := range sessions {
+			if sess.IPAddress != "" {
+				t.Fatalf("a session records %q", sess.IPAddress)
+			}
+		}
+		if r := e.Do(testkit.Request{Path: "/account", Cookies: s.Cookies()}); strings.Contains(string(r.Body), fake) {
+			t.Fatal("the devices card shows the address the client wrote")
+		}
+		e.Mailer.Flush()
+		for _, m := range e.Mailer.Find(mail.KindNewDevice, "shown@example.com") {
+			if strings.Contains(m.Text, fake) {
+				t.Fatal("the new-device notice names the address the client wrote")
+			}
+		}
+	})
 }

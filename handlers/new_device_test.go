@@ -81,7 +81,7 @@ func TestNewDeviceNotice_OncePerNewDevice(t *testing.T) {
 		if len(devices) != 3 {
 			t.Fatalf("%d devices recorded, want 3", len(devices))
 		}
-	})
+	}, behindProxy)
 }
 
 // Devices unseen for 90 days are pruned; they go with their account too.

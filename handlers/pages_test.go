@@ -338,7 +338,7 @@ func TestMarketingConsent(t *testing.T) {
 		if bob.MarketingOptIn {
 			t.Fatal("the body's user_id was obeyed")
 		}
-	})
+	}, behindProxy)
 }
 
 // Withdrawal is as easy as the grant (GDPR Art. 7(3)): grant, withdraw, grant again, through the
@@ -407,5 +407,5 @@ func TestMarketingConsent_WithdrawAndGrantAgain(t *testing.T) {
 		if !last.Granted || last.Source != "/account" {
 			t.Fatalf("the page's grant was recorded as %+v", last)
 		}
-	})
+	}, behindProxy)
 }

@@ -511,7 +511,7 @@ func (h *API) adminImpersonate(c *fiber.Ctx) error {
 	}
 	admin := middleware.Current(c)
 	st, err := h.auth.Impersonate(c.UserContext(), admin, req.UserID,
-		auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)})
+		auth.ClientMeta{IPAddress: middleware.VouchedIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)})
 	if err != nil {
 		return adminAnswer(err, errNotAllowedImpersonate)
 	}

@@ -44,7 +44,7 @@ func (h *API) signInEmailOTP(c *fiber.Ctx) error {
 	}
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
 		Email: req.Email, Code: req.OTP, Name: req.Name, Locale: h.locales.Of(c).Code(),
-		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
+		Client: auth.ClientMeta{IPAddress: middleware.VouchedIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
 		return err

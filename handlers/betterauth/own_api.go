@@ -29,7 +29,7 @@ func (h *API) changeConsent(c *fiber.Ctx, change func(context.Context, string, a
 	if err := h.body.read(c, emptyRequest{}); err != nil {
 		return err
 	}
-	ev := auth.ConsentEvidence{Source: "api", Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
+	ev := auth.ConsentEvidence{Source: "api", Client: auth.ClientMeta{IPAddress: middleware.VouchedIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
 	if ref, err := url.Parse(c.Get(fiber.HeaderReferer)); err == nil && ref.Host != "" && h.origins.Trusted(ref.Scheme+"://"+ref.Host) {
 		ev.Source = ref.Path
 		if ref.Host == string(c.Request().Header.Host()) {

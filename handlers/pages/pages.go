@@ -404,7 +404,7 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignIn(c.UserContext(), auth.SignInInput{
 		Email: e.Email, Code: pastedCode(formValue(c, "otp")), Locale: h.lang(c).Code(),
-		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
+		Client: auth.ClientMeta{IPAddress: middleware.VouchedIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)},
 	})
 	if err != nil {
 		if next, ok := h.signedInAlready(c, e, err); ok {
@@ -490,7 +490,7 @@ func (h *Pages) signedInAlready(c *fiber.Ctx, e views.Entry, err error) (string,
 // in.
 func (h *Pages) evidence(c *fiber.Ctx, source string) auth.ConsentEvidence {
 	return auth.ConsentEvidence{Source: source, Locale: h.lang(c).Code(),
-		Client: auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
+		Client: auth.ClientMeta{IPAddress: middleware.VouchedIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)}}
 }
 
 // signOut is POST /auth/sign-out from the pages.

@@ -41,7 +41,7 @@ func (h *Pages) signInLinkPage(c *fiber.Ctx) error {
 func (h *Pages) signInWithLink(c *fiber.Ctx) error {
 	previous := h.sessions.Credential(c).CookieToken
 	res, err := h.auth.SignInWithLink(c.UserContext(), formValue(c, "token"), h.lang(c).Code(),
-		auth.ClientMeta{IPAddress: middleware.ClientIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)})
+		auth.ClientMeta{IPAddress: middleware.VouchedIP(c), UserAgent: c.Get(fiber.HeaderUserAgent)})
 	if err != nil {
 		p, perr := h.page(c, "title.sign_in")
 		if perr != nil {
