@@ -15,7 +15,7 @@ import (
 // The admin pages at a phone's width: find an account, open it, ban it (confirmed by a tick),
 // lift the ban, sign its devices out, and remove it; and a user is refused.
 func TestBrowser_AdminPages(t *testing.T) {
-	env := testkit.New(t, testkit.SQLite, testkit.WithEnv("AUTH_ADMIN_EMAILS", "boss@example.com"))
+	env := testkit.New(t, testkit.SQLite, testkit.WithEnv("AUTH_ADMIN_EMAILS", "boss@example.com"), viaProxy)
 	target := "a-member-with-a-rather-long-address@example.com"
 	member := signInElsewhere(t, env, target, "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0", "203.0.113.5")
 	env.Clock.Advance(time.Minute)

@@ -23,6 +23,10 @@ func signInElsewhere(t *testing.T, env *testkit.Env, email, userAgent, ip string
 	return r.Header.Get("set-auth-token")
 }
 
+// viaProxy names the tests' loopback peer a trusted proxy, so the X-Forwarded-For of
+// signInElsewhere is an address the pages show (a client's own writing is never shown).
+var viaProxy = testkit.WithEnv("AUTH_TRUSTED_PROXIES", "127.0.0.1")
+
 // stillSignedIn reports whether the bearer token still gets its session from the database.
 func stillSignedIn(t *testing.T, env *testkit.Env, bearer string) bool {
 	t.Helper()
@@ -34,7 +38,7 @@ func stillSignedIn(t *testing.T, env *testkit.Env, bearer string) bool {
 // than a 320 px screen (a long IPv6 address included), one device signed out in place with the
 // focus on what happened, then every other; and the same card without JavaScript.
 func TestBrowser_DevicesCard(t *testing.T) {
-	env := testkit.New(t, testkit.SQLite)
+	env := testkit.New(t, testkit.SQLite, viaProxy) // the other devices' addresses, as a proxy forwards them
 	const email = "a-rather-long-address-for-a-small-screen@example.com"
 	laptop := signInElsewhere(t, env, email,
 		"Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0", "2001:db8:85a3:1234:5678:8a2e:370:7334")
