@@ -164,7 +164,7 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, 
 	if !sameHash(spent.CodeHash, s.keys.codeHash(purpose, subject, email, code)) {
 		if spent.Failures == s.maxFailures {
 			// This failure was the last the address had: it is locked for the rest of the window.
-			s.record(ctx, AuditVerificationLocked, "", "", map[string]any{"address": maskEmail(email), "codes": l.failure})
+			s.record(ctx, AuditVerificationLocked, "", "", map[string]any{"address": maskEmail(email), "codes": l.name})
 			if l.notify {
 				s.notifyPaused(ctx, email, spent.FailuresResetAt)
 			}
@@ -211,14 +211,21 @@ func (s *Service) spentCode(ctx context.Context, purpose, subject, email string,
 
 // notifyPaused e-mails email, in its account's language (or the service's when it has none), that
 // failed codes paused signing in with it until until (catalogue #20). Once a lock: the failure
-// that locks the address is counted once. A failure to queue it is logged; the lock stands.
+// that locks the address is counted once. It is withheld as the address's codes are (sign-up
+// gating: an address that may not sign up gets no e-mail from the service, this one included).
+// A failure to queue it is logged; the lock stands.
 func (s *Service) notifyPaused(ctx context.Context, email string, until time.Time) {
+	withhold, err := s.withholdCode(ctx, email)
+	if err != nil {
+		s.log.WarnContext(ctx, "queueing the sign-in-paused notice failed", "error", err)
+		return
+	}
 	locale := ""
 	if u, err := s.store.UserByEmailWithDeleted(ctx, email); err == nil {
 		locale = u.Locale
 	}
 	d, err := s.compose.In(locale).SignInPaused(email, s.maxFailures, until)
-	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &until})
+	m, err := s.prepare(d, err, mail.EnqueueOptions{ExpiresAt: &until, Withhold: withhold})
 	if err == nil {
 		err = s.store.QueueMail(context.WithoutCancel(ctx), m)
 	}

@@ -53,9 +53,9 @@ type changeStore interface {
 var pendingChanges = []string{PurposeChangeEmail, purposeChangeLink}
 
 // changeRequest runs the checks both change flows make before anything is stored: a fresh
-// session, a valid new address that is not the current one, and the address's send budget,
-// which sign-in codes and change codes share and which a lock by failed verifications closes
-// (catalogue #20, #91). taken reports that the address belongs to another account: the caller
+// session, a valid new address that is not the current one, and the address's budget of change
+// sends (changeCodes: its own, apart from the sign-in codes'), which a lock by failed change
+// verifications closes, as does a lock by failed sign-in guesses (catalogue #20, #91). taken reports that the address belongs to another account: the caller
 // then does the same work as for a free address but withholds the e-mail, so neither the answer
 // nor its timing tells the two apart (catalogue #88, #106; ASVS 6.3.8).
 func (s *Service) changeRequest(ctx context.Context, st *SessionState, rawNew string) (email string, taken bool, err error) {
@@ -113,8 +113,9 @@ func (s *Service) RequestEmailChangeCode(ctx context.Context, st *SessionState, 
 // ChangeEmailWithCode completes the app flow: the code sent to the new address makes it the
 // account's address. Any failure, including an address taken meanwhile, is ErrInvalidOTP (or the
 // code's own expiry and attempt errors). Each comparison counts against the new address's cap of
-// failed verifications and is refused while it is locked, exactly as a sign-in guess is: a
-// change code must not be a second way to guess at an address (catalogue #20, #91).
+// failed change verifications, as a sign-in guess counts against its own, and is refused while
+// either locks the address: guessing at change codes is bounded as guessing at sign-in codes is,
+// but cannot lock the address's owner out of signing in (changeCodes; catalogue #20, #21, #91).
 func (s *Service) ChangeEmailWithCode(ctx context.Context, st *SessionState, rawNew, code string) (models.User, error) {
 	if err := ownerOnly(st); err != nil {
 		return models.User{}, err

@@ -37,6 +37,8 @@ const (
 
 // codeLimits are the counters, by the address it goes to, that one kind of code is held to.
 type codeLimits struct {
+	// name says which codes, in the audit log.
+	name string
 	// send counts the codes sent (SendLimit per SendWindow).
 	send string
 	// failure counts failed verifications (the service's cap per FailureWindow): each
@@ -56,8 +58,8 @@ type codeLimits struct {
 // Together an address takes at most twice the cap of guesses a window, within NIST SP 800-63B's
 // 100.
 var (
-	signInCodes = codeLimits{send: throttleSend, failure: throttleFailure, notify: true}
-	changeCodes = codeLimits{send: throttleChangeSend, failure: throttleChangeFailure, alsoLocked: throttleFailure}
+	signInCodes = codeLimits{name: "sign-in", send: throttleSend, failure: throttleFailure, notify: true}
+	changeCodes = codeLimits{name: "e-mail change", send: throttleChangeSend, failure: throttleChangeFailure, alsoLocked: throttleFailure}
 )
 
 // throttleKey names the counter of kind for an address. The address is stored as a keyed hash:

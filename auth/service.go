@@ -108,8 +108,11 @@ type Service struct {
 	// started is when this Service was made: a cookie cache sealed before it may vouch for a
 	// session revoked in a process before this one (a restart), whose revocations this one
 	// never learned, and is checked against the database instead (Session).
-	started     time.Time
-	adminEmails map[string]bool
+	started time.Time
+	// refreshWarned is when a failed session refresh was last logged (Unix seconds): at most
+	// once a minute, as every read of an old session meets it while the database is read-only.
+	refreshWarned atomic.Int64
+	adminEmails   map[string]bool
 	// auditRetention is Options.AuditRetention.
 	auditRetention time.Duration
 	// hooks is Options.Webhooks; stamps times its events.

@@ -137,3 +137,30 @@ func TestSignUpGating_Pages(t *testing.T) {
 		t.Fatal("a note without gating")
 	}
 }
+
+// With sign-up closed, failing codes until an address without an account is locked sends it no
+// notice: it gets no code either, and gating keeps the service's e-mail from addresses that may
+// not sign up (review of the sign-in-paused notice). An account's address is told.
+func TestSignUpGating_NoPausedNoticeToAnAddressThatMayNotSignUp(t *testing.T) {
+	testkit.ForEachDB(t, func(t *testing.T, e *testkit.Env) {
+		addAccount(t, e, "member@example.com")
+		for _, email := range []string{"stranger@example.com", "member@example.com"} {
+			for failures := 0; failures < 3; failures++ {
+				if failures%5 == 0 {
+					if status, _ := sendFor(t, e, email); status != http.StatusOK {
+						t.Fatalf("send: %d", status)
+					}
+				}
+				e.Post("/api/auth/sign-in/email-otp", map[string]any{"email": email, "otp": wrongCode("", failures)}).
+					ExpectError(t, http.StatusBadRequest, "INVALID_OTP")
+			}
+		}
+		e.Mailer.Flush()
+		if n := len(e.Mailer.Find(mail.KindSignInPaused, "stranger@example.com")); n != 0 {
+			t.Fatalf("%d notices to an address that may not sign up", n)
+		}
+		if n := len(e.Mailer.Find(mail.KindSignInPaused, "member@example.com")); n != 1 {
+			t.Fatalf("%d notices to an account's address", n)
+		}
+	}, testkit.WithEnv("AUTH_DISABLE_SIGNUP", "true"), testkit.WithMaxFailedVerifications(3))
+}
