@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -375,11 +376,27 @@ func TestDatabaseLockTimeout_ServiceUnavailable(t *testing.T) {
 	var url string
 	e := testkit.New(t, testkit.Postgres, testkit.WithDatabaseURL(func(u string) string {
 		url = u
-		sep := "?"
-		if strings.Contains(u, "?") {
-			sep = "&"
+		if os.Getenv("TEST_DATABASE_POOLER") != "transaction" {
+			// The operator's lock_timeout, as a startup option of the service's connections.
+			sep := "?"
+			if strings.Contains(u, "?") {
+				sep = "&"
+			}
+			return u + sep + "options=-c%20lock_timeout%3D300ms"
 		}
-		return u + sep + "options=-c%20lock_timeout%3D300ms"
+		// PgBouncer passes no startup option on: there the test has a role of its own
+		// (testdb.PostgresURL), and the timeout is that role's default, set before the service
+		// connects. A server connection the pooler made before it may serve the request
+		// without it; the request then waits for its deadline, a 503 as well.
+		conn, err := pgx.Connect(context.Background(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "ALTER ROLE CURRENT_USER SET lock_timeout = '300ms'"); err != nil {
+			t.Fatal(err)
+		}
+		return u
 	}))
 	s := e.SignIn("alice@example.com")
 	ctx := context.Background()
