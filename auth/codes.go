@@ -132,22 +132,22 @@ func (s *Service) newCode(purpose, subject, email string) (string, models.Verifi
 // The attempt is spent by the store (SpendAttempt) on its own before the comparison, so parallel
 // guesses, on one instance or many, can never make more than OTPMaxAttempts comparisons in total,
 // and a failure later in the request cannot roll the count back. Nothing is spent while l's
-// failed verifications lock the address (checkLocked), and the comparison is reserved against
+// failed verifications (or l.alsoLocked's) lock the address, and the comparison is reserved against
 // the address's cap of l's failures first; past the cap it fails with a RateLimitError instead of
 // comparing.
 func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, codeID string, l codeLimits) (*models.Verification, error) {
+	now := s.now()
+	if l.alsoLocked != "" {
+		if err := s.checkLockedAt(ctx, l.alsoLocked, email, now); err != nil {
+			return nil, err
+		}
+	}
 	if !validCodeShape(code) {
-		if err := s.checkLocked(ctx, l, email); err != nil {
+		if err := s.checkLockedAt(ctx, l.failure, email, now); err != nil {
 			return nil, err
 		}
 		return nil, ErrInvalidOTP
 	}
-	if l.alsoLocked != "" {
-		if err := s.checkLockedAt(ctx, l.alsoLocked, email, s.now()); err != nil {
-			return nil, err
-		}
-	}
-	now := s.now()
 	a := models.Attempt{Purpose: purpose, Subject: subject, Email: email, MaxAttempts: OTPMaxAttempts, Now: now,
 		LockKey: s.keys.throttleKey(l.failure, email), MaxFailures: s.maxFailures, FailureResetAt: now.Add(FailureWindow), ID: codeID}
 	spent, err := s.store.SpendAttempt(ctx, a)
@@ -181,7 +181,8 @@ func (s *Service) checkCode(ctx context.Context, purpose, subject, email, code, 
 // sequence). An exhausted row is not deleted: one of the comparisons reserved before the budget
 // ran out may still be consuming it.
 func (s *Service) spentCode(ctx context.Context, purpose, subject, email string, l codeLimits, now time.Time) error {
-	if err := s.checkLocked(ctx, l, email); err != nil {
+	// l.alsoLocked was looked at before the attempt (checkCode).
+	if err := s.checkLockedAt(ctx, l.failure, email, now); err != nil {
 		return err
 	}
 	v, err := s.store.Code(ctx, purpose, subject, email)

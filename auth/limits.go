@@ -131,17 +131,6 @@ func (s *Service) sendRefused(ctx context.Context, email string, l codeLimits, c
 	return s.retryAfter(s.now())
 }
 
-// checkLocked fails with a RateLimitError while the address has used up l's failed
-// verifications (or l.alsoLocked's); sends and verifies of l's codes for it are refused until the
-// window passes.
-func (s *Service) checkLocked(ctx context.Context, l codeLimits, email string) error {
-	now := s.now()
-	if err := s.checkLockedAt(ctx, l.failure, email, now); err != nil || l.alsoLocked == "" {
-		return err
-	}
-	return s.checkLockedAt(ctx, l.alsoLocked, email, now)
-}
-
 // checkLockedAt fails with a RateLimitError while the failure counter of kind for the address
 // locks it at the time now.
 func (s *Service) checkLockedAt(ctx context.Context, kind, email string, now time.Time) error {
