@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeauth/lograte"
 	"codeauth/models"
 
 	"github.com/go-jose/go-jose/v4"
@@ -89,9 +90,9 @@ type jwts struct {
 	load  sync.Mutex
 	keys  atomic.Pointer[keyset]
 	cache jwtCache
-	// warned is when a failure to sign was last logged (unix seconds): get-session runs on every
-	// request, and one line a minute says as much as one per request.
-	warned atomic.Int64
+	// warned keeps a failure to sign to one line a minute: get-session runs on every request,
+	// and one line a minute says as much as one per request.
+	warned lograte.Limit
 }
 
 // keyset is the key table as one instance read it.
@@ -178,7 +179,7 @@ func (s *Service) SessionJWT(ctx context.Context, st *SessionState) (string, err
 	}
 	token, kid, exp, err := s.signJWT(ctx, st, now)
 	if err != nil {
-		if last := s.jwt.warned.Load(); now.Unix()-last >= 60 && s.jwt.warned.CompareAndSwap(last, now.Unix()) {
+		if s.jwt.warned.Allow(now) {
 			s.log.WarnContext(ctx, "signing a JWT failed (said at most once a minute)", "error", err)
 		}
 		return "", err

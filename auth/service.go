@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"codeauth/i18n"
+	"codeauth/lograte"
 	"codeauth/mail"
 	"codeauth/models"
 
@@ -109,9 +110,9 @@ type Service struct {
 	// session revoked in a process before this one (a restart), whose revocations this one
 	// never learned, and is checked against the database instead (Session).
 	started time.Time
-	// refreshWarned is when a failed session refresh was last logged (Unix seconds): at most
-	// once a minute, as every read of an old session meets it while the database is read-only.
-	refreshWarned atomic.Int64
+	// refreshWarned keeps a failed session refresh's warning to one a minute: every read of an
+	// old session meets it while the database is read-only.
+	refreshWarned lograte.Limit
 	adminEmails   map[string]bool
 	// auditRetention is Options.AuditRetention.
 	auditRetention time.Duration

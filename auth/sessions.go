@@ -116,7 +116,7 @@ func (s *Service) Session(ctx context.Context, q SessionQuery) (*SessionState, e
 				// The session was just read, live: a refresh that cannot be written (a
 				// read-only database during a failover, a lock) waits for a later request,
 				// and this one is answered: the session is live until its expiry all the same.
-				if last := s.refreshWarned.Load(); now.Unix()-last >= 60 && s.refreshWarned.CompareAndSwap(last, now.Unix()) {
+				if s.refreshWarned.Allow(now) {
 					s.log.WarnContext(ctx, "refreshing a session failed; answered without the refresh (said at most once a minute)", "error", err)
 				}
 			case !live:

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"codeauth/lograte"
 	"codeauth/models"
 
 	"github.com/google/uuid"
@@ -159,9 +160,9 @@ type Outbox struct {
 		sync.Mutex
 		byQueue map[models.OutboxQueue]*unrecorded
 	}
-	// flushWarned is when the timer's deletions last said the database was unavailable (Unix
-	// nanoseconds): at most once per outageRepeat, as the workers say it.
-	flushWarned atomic.Int64
+	// flushWarned keeps the timer's deletions saying the database is unavailable to once a
+	// lograte.Repeat, as the workers say it.
+	flushWarned lograte.Limit
 }
 
 // unrecorded is the ids of a queue's messages sent and not yet deleted, those whose deletion is
@@ -1006,16 +1007,14 @@ func (o *Outbox) armLocked(queue models.OutboxQueue, u *unrecorded, wait time.Du
 	}
 }
 
-// outageRepeat is how often a worker repeats, while the database stays unavailable, that it is.
-const outageRepeat = time.Minute
-
 // outageLog is what a worker has said of the database being unavailable: as the requests do, a
-// warning with the cause, but once when it begins and then once each outageRepeat, not at every
+// warning with the cause, but once when it begins and then once each lograte.Repeat, not at every
 // pass, and a line when the worker's claim gets through again. Its times are the machine's (a
 // clock set back during an outage makes the next pass warn at once).
 type outageLog struct {
-	since, said time.Time
-	passes      int
+	since  time.Time
+	said   lograte.Limit
+	passes int
 }
 
 // failed notes a pass of queue's worker that failed at now because the database is unavailable.
@@ -1024,10 +1023,9 @@ func (l *outageLog) failed(ctx context.Context, log *slog.Logger, queue models.O
 	if l.since.IsZero() {
 		l.since = now
 	}
-	if !l.said.IsZero() && now.Sub(l.said) < outageRepeat && !now.Before(l.said) {
+	if !l.said.Allow(now) {
 		return
 	}
-	l.said = now
 	log.WarnContext(ctx, "outbox: database unavailable, delivery waits", "queue", queue.String(),
 		"since", l.since, "failed_passes", l.passes, "error", err)
 }
@@ -1039,7 +1037,8 @@ func (l *outageLog) ended(ctx context.Context, log *slog.Logger, queue models.Ou
 	}
 	log.InfoContext(ctx, "outbox: database available again, delivery resumes", "queue", queue.String(),
 		"unavailable_for", now.Sub(l.since).Round(time.Millisecond), "failed_passes", l.passes)
-	*l = outageLog{}
+	l.since, l.passes = time.Time{}, 0
+	l.said.Reset()
 }
 
 // flushLater is keepDelivered's timer: it deletes what queue's worker keeps (a failed deletion
@@ -1052,10 +1051,9 @@ func (o *Outbox) flushLater(queue models.OutboxQueue) {
 	switch {
 	case err == nil:
 	case models.Unavailable(err):
-		// Tried again every linger while the outage lasts; said once per outageRepeat, a warning
+		// Tried again every linger while the outage lasts; said once per lograte.Repeat, a warning
 		// like the workers' own about it.
-		now, last := time.Now().UnixNano(), o.flushWarned.Load()
-		if now-last >= int64(outageRepeat) && o.flushWarned.CompareAndSwap(last, now) {
+		if o.flushWarned.Allow(time.Now()) {
 			o.log.Warn("outbox: database unavailable, recording deliveries waits", "queue", queue.String(), "error", err)
 		}
 	default:

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"codeauth/auth"
+	"codeauth/lograte"
 	"codeauth/middleware"
 	"codeauth/models"
 
@@ -138,8 +139,8 @@ type service struct {
 	src Sources
 	m   *Metrics
 	log *slog.Logger
-	// warned is when a failed backlog query was last logged (Unix seconds).
-	warned atomic.Int64
+	// warned keeps a failed backlog query to one line a minute.
+	warned lograte.Limit
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -221,8 +222,7 @@ func (s *service) Collect(ch chan<- prometheus.Metric) {
 		cancel()
 		if err != nil {
 			// Left out of this scrape: an alert on a missing series (absent()) sees it.
-			if now := time.Now().Unix(); now-s.warned.Load() >= 60 {
-				s.warned.Store(now)
+			if s.warned.Allow(time.Now()) {
 				s.log.Warn("metrics: reading the outbox backlog failed", "error", err)
 			}
 			continue
