@@ -434,13 +434,9 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 		}
 	}
 	e.Email, e.Step = res.User.Email, views.StepVerified
-	next := e.Redirect
-	if next == "" {
-		next = "/"
-	}
 	if isHTMX(c) {
 		// The page decides what follows "verified": go on, grant the opt-in, or claim.
-		trigger, _ := json.Marshal(map[string]map[string]string{"verified": {"redirect": next}})
+		trigger, _ := json.Marshal(map[string]map[string]string{"verified": {"redirect": nextPage(e)}})
 		c.Set("HX-Trigger", string(trigger))
 		return h.render(c, fiber.StatusOK, views.CodeEntry(e))
 	}
@@ -459,9 +455,26 @@ func (h *Pages) verify(c *fiber.Ctx) error {
 			}
 			return h.renderCheckout(c, pr.status, e.Purchase, nil, pr.message)
 		}
-		return c.Redirect("/checkout/success?purchase="+url.QueryEscape(e.Purchase), fiber.StatusSeeOther)
 	}
-	return c.Redirect(next, fiber.StatusSeeOther)
+	return c.Redirect(afterSignIn(e), fiber.StatusSeeOther)
+}
+
+// nextPage is the page a code step was opened for (its form's redirect, checked when read), or
+// home.
+func nextPage(e views.Entry) string {
+	if e.Redirect != "" {
+		return e.Redirect
+	}
+	return "/"
+}
+
+// afterSignIn is where a code step sent without JavaScript goes once its browser is signed in: a
+// checkout's success page, or nextPage.
+func afterSignIn(e views.Entry) string {
+	if e.Mode == views.ModeCheckout {
+		return "/checkout/success?purchase=" + url.QueryEscape(e.Purchase)
+	}
+	return nextPage(e)
 }
 
 // signedInAlready reports where a code step refused with err goes on to when it was sent again
@@ -477,13 +490,7 @@ func (h *Pages) signedInAlready(c *fiber.Ctx, e views.Entry, err error) (string,
 	if rerr != nil || nerr != nil || st == nil || st.User.Email != email {
 		return "", false
 	}
-	switch {
-	case e.Mode == views.ModeCheckout:
-		return "/checkout/success?purchase=" + url.QueryEscape(e.Purchase), true
-	case e.Redirect != "":
-		return e.Redirect, true
-	}
-	return "/", true
+	return afterSignIn(e), true
 }
 
 // evidence describes the request a consent came through, and the language its words were shown
