@@ -141,7 +141,7 @@ func TestEmailChange_ByLink(t *testing.T) {
 		}
 		// Catalogue J90, A5 3.5.3: opening the page changes nothing, and leaks no referrer.
 		page := e.Do(testkit.Request{Path: "/auth/verify-email?token=" + url.QueryEscape(token), Cookies: browser.Cookies()})
-		if page.Status != 200 || !strings.Contains(string(page.Body), "alice.new@example.com") || page.Header.Get("Referrer-Policy") != "no-referrer" {
+		if page.Status != 200 || !strings.Contains(page.Text(), "alice.new@example.com") || page.Header.Get("Referrer-Policy") != "no-referrer" {
 			t.Fatalf("landing page: %d", page.Status)
 		}
 		if u := userOf(t, e, browser.UserID); u.Email != "alice@example.com" {
@@ -252,12 +252,12 @@ func TestEmailChange_RestoreFromTheOldAddress(t *testing.T) {
 		token, _ := linkToken(t, restore)
 
 		page := e.Get("/auth/restore-email?token=" + url.QueryEscape(token))
-		if page.Status != 200 || !strings.Contains(string(page.Body), "thief@example.com") || page.Header.Get("Referrer-Policy") != "no-referrer" {
+		if page.Status != 200 || !strings.Contains(page.Text(), "thief@example.com") || page.Header.Get("Referrer-Policy") != "no-referrer" {
 			t.Fatalf("restore page: %d", page.Status)
 		}
 		form := url.Values{"token": {token}}
 		r := e.Do(testkit.Request{Method: "POST", Path: "/auth/restore-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
-		if r.Status != 200 || !strings.Contains(string(r.Body), "victim@example.com") {
+		if r.Status != 200 || !strings.Contains(r.Text(), "victim@example.com") {
 			t.Fatalf("restore: %d", r.Status)
 		}
 		if u := userOf(t, e, victim.UserID); u.Email != "victim@example.com" {

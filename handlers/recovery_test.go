@@ -213,7 +213,7 @@ func TestRestore_UndoesADeletion(t *testing.T) {
 		}
 		bystander := e.SignIn("bystander@example.com")
 		r := restore(e, link, bystander.Cookies())
-		if r.Status != 200 || !strings.Contains(string(r.Body), "victim@example.com") {
+		if r.Status != 200 || !strings.Contains(r.Text(), "victim@example.com") {
 			t.Fatalf("restore: %d", r.Status)
 		}
 		if c := r.Cookie("auth.session_token"); c != nil {

@@ -76,7 +76,7 @@ func TestSignInLink_SignsInFromTheBrowserThatAsked(t *testing.T) {
 		// Opening the link, as often as a scanner likes, signs nobody in and spends nothing.
 		for range 3 {
 			r := openLink(e, link, cookies)
-			body := string(r.Body)
+			body := r.Text()
 			if r.Status != http.StatusOK || !strings.Contains(body, "linked@example.com") || strings.Contains(body, `data-testid="other-device"`) ||
 				!strings.Contains(body, `method="post" action="/auth/sign-in-link"`) {
 				t.Fatalf("the link's page in the browser that asked: %d %s", r.Status, body)

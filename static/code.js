@@ -69,6 +69,9 @@
       return;
     }
     var label = button.textContent;
+    // The count keeps the width of its first value (tabular digits, a figure space for each
+    // digit it loses), so the line never re-wraps as it counts down.
+    var width = String(seconds).length;
     button.disabled = true;
     var tick = function () {
       if (!button.isConnected) {
@@ -79,7 +82,11 @@
         button.textContent = label;
         return;
       }
-      button.textContent = label + " (" + seconds + " s)";
+      var count = String(seconds);
+      while (count.length < width) {
+        count = "\u2007" + count;
+      }
+      button.textContent = label + " (" + count + " s)";
       seconds--;
       setTimeout(tick, 1000);
     };

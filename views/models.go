@@ -286,6 +286,14 @@ func invalid(refused bool) templ.Attributes {
 	return nil
 }
 
+// testID marks an element with data-testid when id is not "".
+func testID(id string) templ.Attributes {
+	if id != "" {
+		return templ.Attributes{"data-testid": id}
+	}
+	return nil
+}
+
 // boolString is "true" or "false", for ARIA states.
 func boolString(b bool) string { return strconv.FormatBool(b) }
 

@@ -126,6 +126,12 @@ func headers(pairs []string) http.Header {
 	return h
 }
 
+// Text is the body as its words read: a page marks the places a long e-mail address may wrap
+// with <wbr>, which is taken out, so that a test can look for the address.
+func (r *Response) Text() string {
+	return strings.ReplaceAll(string(r.Body), "<wbr>", "")
+}
+
 // Cookie returns the Set-Cookie of the answer named name, or nil.
 func (r *Response) Cookie(name string) *http.Cookie {
 	for _, c := range r.Cookies {
