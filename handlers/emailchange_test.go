@@ -268,8 +268,8 @@ func TestEmailChange_RestoreFromTheOldAddress(t *testing.T) {
 		}
 		// Used once.
 		r = e.Do(testkit.Request{Method: "POST", Path: "/auth/restore-email", Body: form.Encode(), ContentType: "application/x-www-form-urlencoded"})
-		if r.Status != 400 {
-			t.Fatalf("second restore: %d", r.Status)
+		if r.Status != 400 || !strings.Contains(string(r.Body), "This link no longer works</h1>") || !strings.Contains(string(r.Body), `<a href="/auth/sign-in" class="btn">`) {
+			t.Fatalf("second restore: %d, not headed as a dead link with a way on: %s", r.Status, r.Body)
 		}
 		// A restore link expires after 7 days.
 		s := e.SignIn("victim@example.com")
@@ -278,8 +278,8 @@ func TestEmailChange_RestoreFromTheOldAddress(t *testing.T) {
 		e.Post(changeWithCode, map[string]any{"newEmail": "other@example.com", "otp": code}, bearer(s)...)
 		token, _ = linkToken(t, e.Mailer.Last(mail.KindEmailChanged, "victim@example.com").Link)
 		e.Clock.Advance(auth.RestoreLinkLifetime + time.Second)
-		if r := e.Get("/auth/restore-email?token=" + url.QueryEscape(token)); r.Status != http.StatusGone {
-			t.Fatalf("expired restore link: %d", r.Status)
+		if r := e.Get("/auth/restore-email?token=" + url.QueryEscape(token)); r.Status != http.StatusGone || !strings.Contains(string(r.Body), "This link no longer works</h1>") {
+			t.Fatalf("expired restore link: %d %s", r.Status, r.Body)
 		}
 	})
 }

@@ -104,6 +104,10 @@ func TestSignInLink_SignsInFromTheBrowserThatAsked(t *testing.T) {
 		// Once: the link and its code are used.
 		if r := pressButton(e, link, cookies); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "does not work any more") {
 			t.Fatalf("the link a second time: %d", r.Status)
+		} else if body := string(r.Body); !strings.Contains(body, "This link no longer works</h1>") || strings.Contains(body, "Finish signing in") ||
+			!strings.Contains(body, `<a href="/auth/sign-in" class="btn">`) {
+			// A dead link's page is headed so, with the way to a new code, not with the sign-in.
+			t.Fatalf("the used link's answer is not headed as a dead link with a way on: %s", body)
 		}
 		if r := openLink(e, link, cookies); r.Status != http.StatusOK {
 			t.Fatalf("the used link's page: %d", r.Status)
@@ -242,6 +246,9 @@ func TestSignInLink_BannedAccount(t *testing.T) {
 		cookies, link := askOnPage(t, e, "banned-link@example.com", nil)
 		if r := pressButton(e, link, cookies); r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), "suspended") {
 			t.Fatalf("a banned account's link: %d", r.Status)
+		} else if strings.Contains(string(r.Body), "This link no longer works") || !strings.Contains(string(r.Body), `role="alert"`) {
+			// The link works; the account may not sign in: an alert under the page's own heading.
+			t.Fatalf("a banned account's link is called dead: %s", r.Body)
 		}
 	}, withSignInLinks, withAdmin)
 }

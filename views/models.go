@@ -221,7 +221,10 @@ type EmailLink struct {
 	// From and To are the addresses before and after.
 	From, To string
 	Error    string
-	Done     bool
+	// Dead means Error is that the link itself no longer works (used, replaced or expired): the
+	// page is headed so, rather than with the action the link was for.
+	Dead bool
+	Done bool
 	// Deleted means the account is in its deletion grace period (restore links only).
 	Deleted bool
 }
@@ -234,6 +237,8 @@ type SignInLink struct {
 	SameBrowser    bool
 	Device, IP     string
 	AskedAt, Error string
+	// Dead is EmailLink's.
+	Dead bool
 }
 
 // Checkout is the checkout success page: the purchase and the code-entry component that claims it.

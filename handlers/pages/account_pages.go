@@ -30,7 +30,7 @@ func (h *Pages) verifyEmailPage(c *fiber.Ctx) error {
 		if !known {
 			return err
 		}
-		v.Error = pr.message
+		v.Error, v.Dead = pr.message, deadLink(err)
 		return h.render(c, pr.status, views.VerifyEmailPage(p, v))
 	}
 	v.From, v.To = pending.OldEmail, pending.NewEmail
@@ -53,7 +53,7 @@ func (h *Pages) confirmEmailChange(c *fiber.Ctx) error {
 		if !known {
 			return err
 		}
-		return h.render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message}))
+		return h.render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message, Dead: deadLink(err)}))
 	}
 	if st != nil {
 		updated := *st
@@ -80,7 +80,7 @@ func (h *Pages) restoreEmailPage(c *fiber.Ctx) error {
 		if !known {
 			return err
 		}
-		v.Error = pr.message
+		v.Error, v.Dead = pr.message, deadLink(err)
 		return h.render(c, pr.status, views.RestoreEmailPage(p, v))
 	}
 	v.From, v.To, v.Deleted = pending.CurrentEmail, pending.OldEmail, pending.Deleted
@@ -97,7 +97,7 @@ func (h *Pages) restoreEmail(c *fiber.Ctx) error {
 		if !known {
 			return err
 		}
-		return h.render(c, pr.status, views.RestoreEmailPage(p, views.EmailLink{Error: pr.message}))
+		return h.render(c, pr.status, views.RestoreEmailPage(p, views.EmailLink{Error: pr.message, Dead: deadLink(err)}))
 	}
 	// This browser's cookie is cleared if its session was one of those ended; a browser signed in
 	// to another account stays signed in.

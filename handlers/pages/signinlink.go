@@ -76,5 +76,16 @@ func (h *Pages) signInLinkRefused(c *fiber.Ctx, p views.Page, err error) error {
 			return err
 		}
 	}
-	return h.render(c, pr.status, views.SignInLinkPage(p, views.SignInLink{Error: pr.message}))
+	return h.render(c, pr.status, views.SignInLinkPage(p, views.SignInLink{Error: pr.message, Dead: deadLink(err)}))
+}
+
+// deadLink reports whether err says that an e-mail's link itself no longer works: used, replaced
+// by a newer one, tampered with, or expired (and for a sign-in link, its code so).
+func deadLink(err error) bool {
+	for _, dead := range []error{auth.ErrInvalidToken, auth.ErrTokenExpired, auth.ErrInvalidOTP, auth.ErrOTPExpired} {
+		if errors.Is(err, dead) {
+			return true
+		}
+	}
+	return false
 }
