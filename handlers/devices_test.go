@@ -44,7 +44,7 @@ func accountPage(t *testing.T, e *testkit.Env, s testkit.Session) string {
 	if r.Status != http.StatusOK {
 		t.Fatalf("/account: %d", r.Status)
 	}
-	return string(r.Body)
+	return r.Text()
 }
 
 // deviceNames are the names the card shows, in its order.

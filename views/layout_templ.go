@@ -203,14 +203,14 @@ func shell(p Page) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if !p.Focused {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<header class=\"border-b border-slate-200/80 bg-white/80 dark:border-slate-800 dark:bg-slate-900/60\"><nav class=\"mx-auto flex h-14 max-w-5xl items-center justify-between gap-2 px-4 sm:gap-4 sm:px-6\" aria-label=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<header class=\"border-b border-slate-200/80 bg-white/80 dark:border-slate-800 dark:bg-slate-900/60\"><nav class=\"mx-auto flex h-14 max-w-3xl items-center justify-between gap-2 px-4 sm:gap-4\" aria-label=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var14 string
 			templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.ResolveAttributeValue(t(ctx, "layout.nav_label"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 36, Col: 142}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 36, Col: 134}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var14)
 			if templ_7745c5c3_Err != nil {
@@ -338,7 +338,7 @@ func shell(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</main><footer class=\"border-t border-slate-200/80 dark:border-slate-800/80\"><div class=\"mx-auto flex w-full max-w-5xl flex-col-reverse items-center gap-3 px-4 py-5 text-xs text-slate-600 sm:flex-row sm:justify-between sm:px-6 dark:text-slate-400\"><div class=\"flex flex-wrap items-center justify-center gap-x-4 gap-y-1\"><p>© ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</main><footer class=\"border-t border-slate-200/80 dark:border-slate-800/80\"><div class=\"mx-auto flex w-full max-w-3xl flex-col-reverse items-center gap-3 px-4 py-5 text-xs text-slate-600 sm:flex-row sm:justify-between dark:text-slate-400\"><div class=\"flex flex-wrap items-center justify-center gap-x-4 gap-y-1\"><p>© ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -282,6 +282,16 @@ func breakableAddress(email string) templ.Component {
 	return templ.Raw(strings.Join(parts, "<wbr>"))
 }
 
+// breakableIP writes an IP address, escaped, that may break after the colons of an IPv6 one
+// (<wbr>), so that on a phone it wraps between its groups rather than inside one.
+func breakableIP(ip string) templ.Component {
+	parts := strings.SplitAfter(ip, ":")
+	for i, p := range parts {
+		parts[i] = html.EscapeString(p)
+	}
+	return templ.Raw(strings.Join(parts, "<wbr>"))
+}
+
 // invalid marks a field whose value was refused (aria-invalid="true", which the stylesheet
 // shows as a red border), or nothing.
 func invalid(refused bool) templ.Attributes {

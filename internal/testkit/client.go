@@ -126,8 +126,8 @@ func headers(pairs []string) http.Header {
 	return h
 }
 
-// Text is the body as its words read: a page marks the places a long e-mail address may wrap
-// with <wbr>, which is taken out, so that a test can look for the address.
+// Text is the body as its words read: a page marks the places a long e-mail or IPv6 address may
+// wrap with <wbr>, which is taken out, so that a test can look for the address.
 func (r *Response) Text() string {
 	return strings.ReplaceAll(string(r.Body), "<wbr>", "")
 }
