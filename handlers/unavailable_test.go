@@ -45,10 +45,14 @@ func unavailableRound(t *testing.T, e *testkit.Env, s testkit.Session) {
 	}
 	// A page says so in words, with the same status; htmx gets the words in the alert region.
 	page := e.Do(testkit.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
-		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}}})
+		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Referer": {e.URL + "/auth/sign-in"}}})
 	if page.Status != http.StatusServiceUnavailable || !strings.Contains(string(page.Body), "try again in a moment") ||
 		page.Header.Get("Retry-After") == "" {
 		t.Fatalf("page with the database down: %d, Retry-After %q\n%s", page.Status, page.Header.Get("Retry-After"), page.Body)
+	}
+	// Headed shortly, with a way back to the form it was sent from.
+	if body := string(page.Body); !strings.Contains(body, ">Briefly unavailable</h1>") || !strings.Contains(body, `<a href="/auth/sign-in" class="btn sm:w-auto sm:px-6" data-testid="try-again">`) {
+		t.Fatalf("the unavailable page has no short heading or no way to try again:\n%s", body)
 	}
 	htmx := e.Do(testkit.Request{Method: "POST", Path: "/auth/code", Body: "email=bob%40example.com&mode=sign-in",
 		ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}, "Hx-Request": {"true"}}})

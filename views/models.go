@@ -34,6 +34,15 @@ type Page struct {
 	PrivacyURL, TermsURL string
 }
 
+// tryAgainURL is where an error page's "Try again" goes: the page that failed, or for a form the
+// page it was sent from (p.Here, a path of this site), or the front page.
+func tryAgainURL(p Page) string {
+	if p.Here == "" {
+		return "/"
+	}
+	return p.Here
+}
+
 // focused is p as a focused page.
 func focused(p Page) Page {
 	p.Focused = true
