@@ -177,6 +177,9 @@ func TestBrowser_DeleteAndRestore(t *testing.T) {
 	// bubble, which is neither styled nor in the page's language), and nothing is deleted.
 	tab.do(chromedpClick("form[action='/account/delete'] button[type=submit]"))
 	tab.waitFor(`document.querySelector('form[action="/account/delete"] [role=alert]')?.textContent.includes('Tick the box')`)
+	// The page came back at its top: the box to tick has the focus, so it and the message are in
+	// view, on a phone too.
+	tab.waitFor(`document.activeElement?.id === 'delete-confirm' && document.activeElement.getAttribute('aria-invalid') === 'true'`)
 	if tab.me()["user"] == nil {
 		t.Fatal("an unticked delete signed the person out")
 	}
