@@ -102,7 +102,7 @@ func TestSignInLink_SignsInFromTheBrowserThatAsked(t *testing.T) {
 			t.Fatalf("signed in as %q", got.User.Email)
 		}
 		// Once: the link and its code are used.
-		if r := pressButton(e, link, cookies); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "does not work any more") {
+		if r := pressButton(e, link, cookies); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "was used already") {
 			t.Fatalf("the link a second time: %d", r.Status)
 		} else if body := string(r.Body); !strings.Contains(body, "This link no longer works</h1>") || strings.Contains(body, "Finish signing in") ||
 			!strings.Contains(body, `<a href="/auth/sign-in" class="btn">`) {
@@ -210,7 +210,7 @@ func TestSignInLink_RefusesWhatItDidNotMake(t *testing.T) {
 				openLink(e, auth.SignInLinkPath+"?token="+url.QueryEscape(bad), cookies),
 				postForm(e, auth.SignInLinkPath, url.Values{"token": {bad}}, cookies...),
 			} {
-				if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "does not work any more") {
+				if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "was used already") {
 					t.Fatalf("token %.20q: %d", bad, r.Status)
 				}
 			}
