@@ -189,6 +189,22 @@ func TestEmailChange_ByLinkRefusals(t *testing.T) {
 		}
 		// Opened in someone else's session.
 		e.Get("/api/auth/verify-email?token="+url.QueryEscape(token), bearer(mallory)...).ExpectError(t, 401, "INVALID_TOKEN")
+		// Its page's button, pressed there, refuses without calling the link dead (it works in
+		// the right browser); a tampered link's page does call it so.
+		press := func(token string, cookies []*http.Cookie) string {
+			r := e.Do(testkit.Request{Method: "POST", Path: "/auth/verify-email", Body: url.Values{"token": {token}}.Encode(),
+				ContentType: "application/x-www-form-urlencoded", Header: http.Header{"Origin": {e.URL}}, Cookies: cookies})
+			if r.Status < 400 {
+				t.Fatalf("the change link's button: %d", r.Status)
+			}
+			return string(r.Body)
+		}
+		if body := press(token, mallory.Cookies()); strings.Contains(body, "This link no longer works") || !strings.Contains(body, "Confirm your new e-mail address</h1>") {
+			t.Fatalf("a live change link pressed in another account's session is called dead: %s", body)
+		}
+		if body := press(id+"."+string(flipped), nil); !strings.Contains(body, "This link no longer works</h1>") {
+			t.Fatalf("a tampered change link's page is not called dead: %s", body)
+		}
 		// With a callbackURL, failures go there with the code; unsafe targets are refused outright.
 		r := e.Get("/api/auth/verify-email?token=bad&callbackURL=%2Faccount")
 		if r.Status != http.StatusFound || r.Header.Get("Location") != "/account?error=INVALID_TOKEN" {

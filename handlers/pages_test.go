@@ -89,7 +89,9 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	}
 	for _, want := range []string{"GET /", "GET /auth/sign-in", "GET /auth/sign-up", "GET /checkout/success",
 		"GET /auth/verify-email", "GET /auth/restore-email", "GET /auth/account-deleted", "GET /auth/sign-in-link",
-		"GET /robots.txt", "GET /favicon.ico"} {
+		"GET /robots.txt", "GET /favicon.ico",
+		// The public forms' addresses, asked for with GET, go to their forms' pages.
+		"GET /auth/code", "GET /auth/verify", "GET /auth/sign-out", "GET /checkout/claim", "GET /locale"} {
 		// HEAD is answered like GET.
 		head := "HEAD " + strings.TrimPrefix(want, "GET ")
 		if !public[want] || !public[head] {
@@ -134,9 +136,11 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	// Referer of this host, to the sign-in's default.
 	host := strings.TrimPrefix(e.URL, "http://")
 	for referer, want := range map[string]string{
-		e.URL + "/account?tab=profile":     "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile",
-		e.URL + "/Admin/users/some-id/":    "/auth/sign-in?redirect=%2FAdmin%2Fusers%2Fsome-id%2F",
-		e.URL + "/account/name":            "/auth/sign-in", // an action (a refused form is answered at its path)
+		e.URL + "/account?tab=profile":  "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile",
+		e.URL + "/Admin/users/some-id/": "/auth/sign-in?redirect=%2FAdmin%2Fusers%2Fsome-id%2F",
+		// A refused form is answered at its action's path: the account's forms' paths, asked for
+		// with GET, go to the account page; an admin action's answers only a POST.
+		e.URL + "/account/name":            "/auth/sign-in?redirect=%2Faccount%2Fname",
 		e.URL + "/admin/users/some-id/ban": "/auth/sign-in",
 		e.URL + "/no-such-page":            "/auth/sign-in",
 		"":                                 "/auth/sign-in",
@@ -190,6 +194,30 @@ func TestPages_RedirectParameterIsSafe(t *testing.T) {
 
 // The page forms: HTML forms only, answered with whole pages without htmx, and an inline 422
 // fragment for a wrong code with it.
+// Without JavaScript a form's answer stays at the form's address; asked for with GET (reloaded
+// from the address bar, the language switch, an error page's "Try again") it goes to the form's
+// page, not to a 405.
+func TestPages_FormAddressesGoToTheirPagesOnGET(t *testing.T) {
+	e := testkit.New(t, testkit.SQLite)
+	for path, page := range map[string]string{"/auth/code": "/auth/sign-in", "/auth/verify": "/auth/sign-in",
+		"/auth/sign-out": "/", "/checkout/claim": "/", "/locale": "/"} {
+		if r := e.Get(path); r.Status != http.StatusSeeOther || r.Header.Get("Location") != page {
+			t.Fatalf("GET %s: %d to %q, want 303 to %s", path, r.Status, r.Header.Get("Location"), page)
+		}
+	}
+	expectSignInRedirect(t, e.Get("/account/email"), "GET /account/email, signed out")
+	s := e.SignIn("form-pages@example.com")
+	for _, path := range []string{"/account/email", "/account/delete", "/account/devices/sign-out"} {
+		if r := e.Do(testkit.Request{Path: path, Cookies: s.Cookies()}); r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/account" {
+			t.Fatalf("GET %s, signed in: %d to %q, want 303 to /account", path, r.Status, r.Header.Get("Location"))
+		}
+	}
+	// The POSTs still answer as forms.
+	if r := e.Post("/auth/code", map[string]any{"email": "a@example.com"}); r.Status != http.StatusUnsupportedMediaType {
+		t.Fatalf("JSON to a form endpoint: %d", r.Status)
+	}
+}
+
 func TestPages_FormAnswers(t *testing.T) {
 	e := testkit.New(t, testkit.SQLite)
 	form := func(path string, v url.Values, header ...string) *testkit.Response {

@@ -163,6 +163,9 @@ func TestSignInLink_IsBoundToTheCode(t *testing.T) {
 		}
 		if r := pressButton(e, link, cookies); r.Status == http.StatusSeeOther || r.Cookie("auth.session_token") != nil {
 			t.Fatalf("the link after the code's attempts ran out: %d", r.Status)
+		} else if !strings.Contains(string(r.Body), "This link no longer works</h1>") {
+			// Its code is spent: the link is dead, and its page says so.
+			t.Fatalf("the link after the code's attempts ran out is not called dead: %d %s", r.Status, r.Body)
 		}
 
 		// A resend sends the same code, and a link that works; the first link works as well.
@@ -246,7 +249,7 @@ func TestSignInLink_BannedAccount(t *testing.T) {
 		cookies, link := askOnPage(t, e, "banned-link@example.com", nil)
 		if r := pressButton(e, link, cookies); r.Status != http.StatusForbidden || !strings.Contains(string(r.Body), "suspended") {
 			t.Fatalf("a banned account's link: %d", r.Status)
-		} else if strings.Contains(string(r.Body), "This link no longer works") || !strings.Contains(string(r.Body), `role="alert"`) {
+		} else if strings.Contains(string(r.Body), "This link no longer works") || !strings.Contains(string(r.Body), `role="alert" class="error" data-testid="link-error"`) {
 			// The link works; the account may not sign in: an alert under the page's own heading.
 			t.Fatalf("a banned account's link is called dead: %s", r.Body)
 		}

@@ -19,10 +19,13 @@ type Limit struct {
 }
 
 // Allow reports whether a line may be written at now: the first time, once Repeat has passed
-// since the last line let through, or when the clock has been set back before that line.
+// since the last line let through, or when the clock has been set back by more than Repeat
+// before that line. A now a little before the last line's is within its Repeat too: requests
+// read the time when they start and fail in any order, and one that started earlier but failed
+// later must not say it again.
 func (l *Limit) Allow(now time.Time) bool {
 	n, last := now.UnixNano(), l.last.Load()
-	if last != 0 && n >= last && n-last < int64(Repeat) {
+	if last != 0 && n-last < int64(Repeat) && last-n <= int64(Repeat) {
 		return false
 	}
 	return l.last.CompareAndSwap(last, n)

@@ -19,7 +19,8 @@ func TestLimitLetsOneLineThroughARepeat(t *testing.T) {
 		{Repeat - time.Nanosecond, false}, // still within
 		{Repeat, true},                    // a minute after the first
 		{Repeat + 30*time.Second, false},  // within the second minute
-		{-time.Hour, true},                // the clock set back: said at once
+		{Repeat - time.Second, false},     // a caller that read the time before the last line
+		{-time.Hour, true},                // the clock set back by more than a Repeat: said at once
 		{-time.Hour + time.Second, false},
 	}
 	for _, s := range steps {

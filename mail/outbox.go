@@ -1010,7 +1010,7 @@ func (o *Outbox) armLocked(queue models.OutboxQueue, u *unrecorded, wait time.Du
 // outageLog is what a worker has said of the database being unavailable: as the requests do, a
 // warning with the cause, but once when it begins and then once each lograte.Repeat, not at every
 // pass, and a line when the worker's claim gets through again. Its times are the machine's (a
-// clock set back during an outage makes the next pass warn at once).
+// clock set back by more than lograte.Repeat during an outage makes the next pass warn at once).
 type outageLog struct {
 	since  time.Time
 	said   lograte.Limit

@@ -318,6 +318,27 @@ func testID(id string) templ.Attributes {
 	return nil
 }
 
+// refusedBy marks a field that a message (the element id) refused: invalid, and described by
+// the message; nothing when it was not refused.
+func refusedBy(id string, refused bool) templ.Attributes {
+	if refused {
+		return templ.Attributes{"aria-invalid": "true", "aria-describedby": id}
+	}
+	return nil
+}
+
+// changeDescribedBy is the new-address field's description: its hint, and the refusal or the
+// notice of a sent link when the page shows one.
+func changeDescribedBy(a Account) string {
+	switch {
+	case a.ChangeError != "":
+		return "new-email-error change-hint"
+	case a.ChangeSentTo != "":
+		return "change-status change-hint"
+	}
+	return "change-hint"
+}
+
 // boolString is "true" or "false", for ARIA states.
 func boolString(b bool) string { return strconv.FormatBool(b) }
 

@@ -53,7 +53,9 @@ func (h *Pages) confirmEmailChange(c *fiber.Ctx) error {
 		if !known {
 			return err
 		}
-		return h.render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message, Dead: deadLink(err)}))
+		// Signed in to another account, a live link is refused as if it were not one (the
+		// account is not the link's): not called dead, as it works from the right browser.
+		return h.render(c, pr.status, views.VerifyEmailPage(p, views.EmailLink{Error: pr.message, Dead: deadLink(err) && st == nil}))
 	}
 	if st != nil {
 		updated := *st

@@ -89,9 +89,44 @@ func (h *Pages) Mount(app *fiber.App, limiter *middleware.RateLimiter, guard *mi
 	app.Post("/account/devices/sign-out", formLimit, h.signOutDevice)
 	app.Post("/account/devices/sign-out-others", formLimit, h.signOutOtherDevices)
 	app.Post(public("/locale"), formLimit, h.switchLocale)
+	// Without JavaScript a form's answer is a page at the form's own address. Asked for again
+	// with GET (from the address bar, a bookmark, the language switch or an error page's "Try
+	// again"), that address goes to the page the form belongs to, not to a 405.
+	for _, f := range formPages {
+		if f.public {
+			app.Get(public(f.path), seeOther(f.page))
+		} else {
+			app.Get(f.path, seeOther(f.page))
+		}
+	}
 	app.Get(public("/robots.txt"), robots)
 	app.Get(public("/favicon.ico"), favicon)
 	h.mountAdmin(app, formLimit)
+}
+
+// formPages are the forms' addresses that answer only POST, each with the page its form is on
+// (public: reachable without a session, as the form's POST is).
+var formPages = []struct {
+	path, page string
+	public     bool
+}{
+	{"/auth/code", "/auth/sign-in", true},
+	{"/auth/verify", "/auth/sign-in", true},
+	{"/auth/sign-out", "/", true},
+	{"/checkout/claim", "/", true},
+	{"/locale", "/", true},
+	{"/account/name", "/account", false},
+	{"/account/consent", "/account", false},
+	{"/account/consent/withdraw", "/account", false},
+	{"/account/email", "/account", false},
+	{"/account/delete", "/account", false},
+	{"/account/devices/sign-out", "/account", false},
+	{"/account/devices/sign-out-others", "/account", false},
+}
+
+// seeOther answers with a redirect to page.
+func seeOther(page string) fiber.Handler {
+	return func(c *fiber.Ctx) error { return c.Redirect(page, fiber.StatusSeeOther) }
 }
 
 // render writes a component as the HTML answer, in the request's language. It renders into a

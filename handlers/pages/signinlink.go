@@ -80,9 +80,10 @@ func (h *Pages) signInLinkRefused(c *fiber.Ctx, p views.Page, err error) error {
 }
 
 // deadLink reports whether err says that an e-mail's link itself no longer works: used, replaced
-// by a newer one, tampered with, or expired (and for a sign-in link, its code so).
+// by a newer one, tampered with, or expired (and for a sign-in link, its code so, or out of
+// attempts).
 func deadLink(err error) bool {
-	for _, dead := range []error{auth.ErrInvalidToken, auth.ErrTokenExpired, auth.ErrInvalidOTP, auth.ErrOTPExpired} {
+	for _, dead := range []error{auth.ErrInvalidToken, auth.ErrTokenExpired, auth.ErrInvalidOTP, auth.ErrOTPExpired, auth.ErrTooManyAttempts} {
 		if errors.Is(err, dead) {
 			return true
 		}
