@@ -138,10 +138,10 @@ func TestPages_ProtectedByDefault(t *testing.T) {
 	for referer, want := range map[string]string{
 		e.URL + "/account?tab=profile":  "/auth/sign-in?redirect=%2Faccount%3Ftab%3Dprofile",
 		e.URL + "/Admin/users/some-id/": "/auth/sign-in?redirect=%2FAdmin%2Fusers%2Fsome-id%2F",
-		// A refused form is answered at its action's path: the account's forms' paths, asked for
-		// with GET, go to the account page; an admin action's answers only a POST.
+		// A refused form is answered at its action's path, which asked for with GET goes to the
+		// form's page.
 		e.URL + "/account/name":            "/auth/sign-in?redirect=%2Faccount%2Fname",
-		e.URL + "/admin/users/some-id/ban": "/auth/sign-in",
+		e.URL + "/admin/users/some-id/ban": "/auth/sign-in?redirect=%2Fadmin%2Fusers%2Fsome-id%2Fban",
 		e.URL + "/no-such-page":            "/auth/sign-in",
 		"":                                 "/auth/sign-in",
 		"https://evil.test/account":        "/auth/sign-in",
@@ -211,6 +211,11 @@ func TestPages_FormAddressesGoToTheirPagesOnGET(t *testing.T) {
 		if r := e.Do(testkit.Request{Path: path, Cookies: s.Cookies()}); r.Status != http.StatusSeeOther || r.Header.Get("Location") != "/account" {
 			t.Fatalf("GET %s, signed in: %d to %q, want 303 to /account", path, r.Status, r.Header.Get("Location"))
 		}
+	}
+	// An admin action's address goes to its account's page (whose own check refuses non-admins).
+	if r := e.Do(testkit.Request{Path: "/admin/users/some-id/sessions/revoke", Cookies: s.Cookies()}); r.Status != http.StatusSeeOther ||
+		r.Header.Get("Location") != "/admin/users/some-id" {
+		t.Fatalf("GET an admin action: %d to %q", r.Status, r.Header.Get("Location"))
 	}
 	// The POSTs still answer as forms.
 	if r := e.Post("/auth/code", map[string]any{"email": "a@example.com"}); r.Status != http.StatusUnsupportedMediaType {

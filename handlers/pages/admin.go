@@ -322,6 +322,13 @@ func (h *Pages) mountAdmin(app *fiber.App, formLimit fiber.Handler) {
 		}
 		return h.auth.RemoveUser(c.UserContext(), st, id)
 	}))
+	// As the account's forms' addresses (formPages): a refused action is answered at its own
+	// address, which asked for with GET goes to the account's page, not to a 405.
+	for _, action := range []string{"ban", "unban", "revoke", "sessions/revoke", "remove"} {
+		app.Get("/admin/users/:id/"+action, func(c *fiber.Ctx) error {
+			return c.Redirect("/admin/users/"+url.PathEscape(c.Params("id")), fiber.StatusSeeOther)
+		})
+	}
 }
 
 // adminLink is whether the header shows the way to the admin pages for st.
