@@ -283,22 +283,19 @@ func addressParts(email string) []string {
 
 // breakableAddress writes an e-mail address, escaped, that may break before its "@" and after
 // the dots of its domain (<wbr>), so a long one wraps at its joints rather than mid-word.
-func breakableAddress(email string) templ.Component {
-	parts := addressParts(email)
-	for i, p := range parts {
-		parts[i] = html.EscapeString(p)
-	}
-	return templ.Raw(strings.Join(parts, "<wbr>"))
-}
+func breakableAddress(email string) templ.Component { return breakable(addressParts(email)) }
 
 // breakableIP writes an IP address, escaped, that may break after the colons of an IPv6 one
 // (<wbr>), so that on a phone it wraps between its groups rather than inside one.
-func breakableIP(ip string) templ.Component {
-	parts := strings.SplitAfter(ip, ":")
+func breakableIP(ip string) templ.Component { return breakable(strings.SplitAfter(ip, ":")) }
+
+// breakable writes parts, each escaped, with a place the line may break (<wbr>) between them.
+func breakable(parts []string) templ.Component {
+	escaped := make([]string, len(parts))
 	for i, p := range parts {
-		parts[i] = html.EscapeString(p)
+		escaped[i] = html.EscapeString(p)
 	}
-	return templ.Raw(strings.Join(parts, "<wbr>"))
+	return templ.Raw(strings.Join(escaped, "<wbr>"))
 }
 
 // invalid marks a field whose value was refused (aria-invalid="true", which the stylesheet
